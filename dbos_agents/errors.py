@@ -1,0 +1,99 @@
+"""One exception hierarchy for dbos-agents; every error carries a stable ``code``.
+
+::
+
+    DbosAgentsError
+    ├── DefinitionError            an Agent, tool or model is defined wrongly (raised at definition time)
+    ├── ConfigurationError         settings that cannot work (bad URL, missing option)
+    │   └── DatabaseUnavailableError   the database does not answer (names the host)
+    ├── UnknownAgentError          start() names an agent the runtime does not have
+    ├── SessionNotFoundError       no session with that id
+    ├── SessionBusyError           a message was sent to a session whose run is still going
+    ├── RuntimeNotLaunchedError    a worker-side call before AgentRuntime.launch()
+    └── ModelError                 the model provider failed for good (not retried further)
+        └── TransientModelError    a provider failure worth retrying (429, 5xx, timeout)
+
+Model-visible failures (a tool raised, arguments failed the schema, a side effect's outcome
+is unknown after a crash) are *not* exceptions: they become tool results the model reads.
+``ToolDurabilityError`` is the name of that result kind (see ``dbos_agents.results``).
+"""
+
+from __future__ import annotations
+
+
+class DbosAgentsError(Exception):
+    """Base of every error raised by dbos-agents."""
+
+    code: str = "DBOS_AGENTS_ERROR"
+
+
+class DefinitionError(DbosAgentsError, ValueError):
+    """An Agent, tool or model definition is invalid; the message names every problem."""
+
+    code = "INVALID_DEFINITION"
+
+    def __init__(self, subject: str, problems: list[str]) -> None:
+        self.subject = subject
+        self.problems = problems
+        super().__init__(f"invalid {subject}: " + "; ".join(problems))
+
+
+class ConfigurationError(DbosAgentsError):
+    """Settings that cannot work."""
+
+    code = "INVALID_CONFIGURATION"
+
+
+class DatabaseUnavailableError(ConfigurationError):
+    """The configured Postgres does not answer; raised fast, before DBOS launches."""
+
+    code = "DATABASE_UNAVAILABLE"
+
+
+class UnknownAgentError(DbosAgentsError, LookupError):
+    """The runtime has no agent by that name."""
+
+    code = "UNKNOWN_AGENT"
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        super().__init__(f"unknown agent {name!r}; known agents: {', '.join(sorted(known)) or '-'}")
+
+
+class SessionNotFoundError(DbosAgentsError, LookupError):
+    """No session with that id."""
+
+    code = "SESSION_NOT_FOUND"
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"no session {session_id!r}")
+
+
+class SessionBusyError(DbosAgentsError):
+    """The session is still running a turn; send the next message when it has finished."""
+
+    code = "SESSION_BUSY"
+
+    def __init__(self, session_id: str, status: str) -> None:
+        self.session_id = session_id
+        self.status = status
+        super().__init__(f"session {session_id!r} is {status}; wait for it to finish")
+
+
+class RuntimeNotLaunchedError(DbosAgentsError):
+    """A worker-side call was made before ``AgentRuntime.launch()``."""
+
+    code = "RUNTIME_NOT_LAUNCHED"
+
+
+class ModelError(DbosAgentsError):
+    """The model provider failed in a way retrying will not fix."""
+
+    code = "MODEL_ERROR"
+
+
+class TransientModelError(ModelError):
+    """A provider failure worth retrying with backoff (rate limit, 5xx, timeout)."""
+
+    code = "MODEL_TRANSIENT"

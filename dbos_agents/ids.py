@@ -1,0 +1,23 @@
+"""Deterministic identifiers: recovery and deduplication key on them, so they never change."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+WORKFLOW_NAME = "dbos_agents.session.v1"
+
+
+def new_session_id() -> str:
+    return f"ses_{uuid.uuid4().hex}"
+
+
+def run_workflow_id(session_id: str, run_seq: int) -> str:
+    """The first run of a session is the workflow named by the session id itself."""
+    return session_id if run_seq == 1 else f"{session_id}::run::{run_seq}"
+
+
+def idempotency_key(session_id: str, tool_call_id: str) -> str:
+    """Stable per (session, tool call); short and opaque enough for any provider's limits."""
+    digest = hashlib.sha256(f"{session_id}\x00{tool_call_id}".encode()).hexdigest()
+    return f"dbosag_{digest[:40]}"

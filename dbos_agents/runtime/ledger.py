@@ -1,0 +1,236 @@
+"""Writes made from inside the session workflow.
+
+The run's bookkeeping (begin, write #1, write #2, finish) goes through DBOS datasource
+transactions: the rows and the step checkpoint commit together, so a replay never writes
+twice and a crash never leaves half a turn. ``mark_dispatched`` is deliberately *not* a
+checkpointed step: it commits before the handler runs, and a re-executed tool step reads it
+back to learn that an earlier attempt may already have caused the side effect.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypedDict
+
+import sqlalchemy as sa
+from dbos import AsyncSQLAlchemyDatasource
+
+from ..ids import run_workflow_id
+from ..messages import Message, Usage
+from ..outcome import RunSpec
+from ..results import ToolResult
+
+S = "dbos_agents"
+
+
+class LedgerCall(TypedDict):
+    tool_call_id: str
+    tool: str
+    arguments: str
+    idempotency_key: str
+    safe_to_retry: bool
+
+
+class Ledger:
+    """The workflow's writes, bound to one datasource (one per worker process)."""
+
+    def __init__(self, ds: AsyncSQLAlchemyDatasource) -> None:
+        self.ds = ds
+        tx = ds.transaction
+        self.begin_run = tx(name="dbos_agents.begin_run.v1", isolation_level="READ COMMITTED")(
+            self._begin_run
+        )
+        self.record_turn = tx(name="dbos_agents.record_turn.v1", isolation_level="READ COMMITTED")(
+            self._record_turn
+        )
+        self.record_results = tx(
+            name="dbos_agents.record_results.v1", isolation_level="READ COMMITTED"
+        )(self._record_results)
+        self.finish_run = tx(name="dbos_agents.finish_run.v1", isolation_level="READ COMMITTED")(
+            self._finish_run
+        )
+
+    async def _exec(self, sql: str, params: dict[str, Any] | None = None) -> sa.Result[Any]:
+        return await self.ds.sql_session().execute(sa.text(sql), params or {})
+
+    async def _next_seq(self, session_id: str) -> int:
+        r = await self._exec(
+            f"SELECT coalesce(max(seq), 0) + 1 FROM {S}.messages WHERE session_id = :s",
+            {"s": session_id},
+        )
+        return int(r.scalar_one())
+
+    async def _insert_message(
+        self, spec: RunSpec, seq: int, msg: Message
+    ) -> None:
+        await self._exec(
+            f"INSERT INTO {S}.messages (session_id, seq, run_seq, role, content, tool_calls,"
+            " tool_call_id, name, user_id, tenant_id) VALUES (:s, :seq, :run, :role, :content,"
+            " CAST(:calls AS jsonb), :tcid, :name, :u, :t)",
+            {
+                "s": spec["session_id"],
+                "seq": seq,
+                "run": spec["run_seq"],
+                "role": msg.role,
+                "content": msg.content,
+                "calls": json.dumps([c.model_dump(mode="json") for c in msg.tool_calls]),
+                "tcid": msg.tool_call_id,
+                "name": msg.name,
+                "u": spec["user_id"],
+                "t": spec["tenant_id"],
+            },
+        )
+
+    async def _begin_run(self, spec: RunSpec) -> list[dict[str, Any]]:
+        """Create or reopen the session, append the user message, return the transcript."""
+        workflow_id = run_workflow_id(spec["session_id"], spec["run_seq"])
+        await self._exec(
+            f"INSERT INTO {S}.sessions (id, root_session_id, parent_session_id, agent, status,"
+            " user_id, tenant_id, run_seq, workflow_id) VALUES (:id, :root, :parent, :agent,"
+            " 'running', :u, :t, :run, :wf) ON CONFLICT (id) DO UPDATE SET status = 'running',"
+            " run_seq = excluded.run_seq, workflow_id = excluded.workflow_id, error = NULL,"
+            " final_output = NULL, updated_at = now()",
+            {
+                "id": spec["session_id"],
+                "root": spec["root_session_id"],
+                "parent": spec["parent_session_id"],
+                "agent": spec["agent"],
+                "u": spec["user_id"],
+                "t": spec["tenant_id"],
+                "run": spec["run_seq"],
+                "wf": workflow_id,
+            },
+        )
+        await self._exec(
+            f"SELECT 1 FROM {S}.sessions WHERE id = :s FOR UPDATE", {"s": spec["session_id"]}
+        )
+        seq = await self._next_seq(spec["session_id"])
+        await self._insert_message(spec, seq, Message(role="user", content=spec["message"]))
+        rows = await self._exec(
+            f"SELECT role, content, tool_calls, tool_call_id, name FROM {S}.messages"
+            " WHERE session_id = :s ORDER BY seq",
+            {"s": spec["session_id"]},
+        )
+        return [
+            Message(
+                role=r.role,
+                content=r.content,
+                tool_calls=r.tool_calls or [],
+                tool_call_id=r.tool_call_id,
+                name=r.name,
+            ).model_dump(mode="json")
+            for r in rows
+        ]
+
+    async def _record_turn(
+        self,
+        spec: RunSpec,
+        turn: int,
+        assistant: dict[str, Any],
+        calls: list[LedgerCall],
+        usage: dict[str, Any],
+        model: str | None,
+    ) -> None:
+        """Write #1: the assistant message, one ledger row per call, usage and totals."""
+        sid = spec["session_id"]
+        await self._exec(f"SELECT 1 FROM {S}.sessions WHERE id = :s FOR UPDATE", {"s": sid})
+        seq = await self._next_seq(sid)
+        await self._insert_message(spec, seq, Message.model_validate(assistant))
+        for c in calls:
+            await self._exec(
+                f"INSERT INTO {S}.tool_calls (session_id, tool_call_id, run_seq, turn, tool,"
+                " arguments, idempotency_key, safe_to_retry, status) VALUES (:s, :id, :run,"
+                " :turn, :tool, :args, :key, :safe, 'requested')",
+                {
+                    "s": sid,
+                    "id": c["tool_call_id"],
+                    "run": spec["run_seq"],
+                    "turn": turn,
+                    "tool": c["tool"],
+                    "args": c["arguments"],
+                    "key": c["idempotency_key"],
+                    "safe": c["safe_to_retry"],
+                },
+            )
+        u = Usage.model_validate(usage)
+        await self._exec(
+            f"INSERT INTO {S}.usage (session_id, run_seq, turn, model, input_tokens,"
+            " output_tokens, cost_usd, tenant_id) VALUES (:s, :run, :turn, :model, :i, :o, :c, :t)",
+            {
+                "s": sid,
+                "run": spec["run_seq"],
+                "turn": turn,
+                "model": model,
+                "i": u.input_tokens,
+                "o": u.output_tokens,
+                "c": u.cost_usd,
+                "t": spec["tenant_id"],
+            },
+        )
+        await self._exec(
+            f"UPDATE {S}.sessions SET turns = turns + 1, input_tokens = input_tokens + :i,"
+            " output_tokens = output_tokens + :o, cost_usd = cost_usd + :c, updated_at = now()"
+            " WHERE id = :s",
+            {"s": sid, "i": u.input_tokens, "o": u.output_tokens, "c": u.cost_usd},
+        )
+
+    async def _record_results(self, spec: RunSpec, results: list[dict[str, Any]]) -> None:
+        """Write #2: one tool message per call and the ledger rows settled."""
+        sid = spec["session_id"]
+        await self._exec(f"SELECT 1 FROM {S}.sessions WHERE id = :s FOR UPDATE", {"s": sid})
+        seq = await self._next_seq(sid)
+        for offset, raw in enumerate(results):
+            res = ToolResult.model_validate(raw)
+            msg = Message(
+                role="tool", content=res.content(), tool_call_id=res.tool_call_id, name=res.tool
+            )
+            await self._insert_message(spec, seq + offset, msg)
+            await self._exec(
+                f"UPDATE {S}.tool_calls SET status = :st, result = CAST(:res AS jsonb),"
+                " error_kind = :kind, completed_at = now() WHERE session_id = :s"
+                " AND tool_call_id = :id",
+                {
+                    "st": "completed" if res.ok else "failed",
+                    "res": json.dumps(raw),
+                    "kind": res.error.kind if res.error else None,
+                    "s": sid,
+                    "id": res.tool_call_id,
+                },
+            )
+        await self._exec(f"UPDATE {S}.sessions SET updated_at = now() WHERE id = :s", {"s": sid})
+
+    async def _finish_run(
+        self, spec: RunSpec, status: str, output: str | None, error: str | None
+    ) -> None:
+        await self._exec(
+            f"UPDATE {S}.sessions SET status = :st, final_output = :out, error = :err,"
+            " updated_at = now() WHERE id = :s",
+            {"st": status, "out": output, "err": error, "s": spec["session_id"]},
+        )
+
+    async def mark_dispatched(self, session_id: str, tool_call_id: str) -> tuple[str, int]:
+        """Commit ``dispatched`` before the handler runs; returns (previous status, attempts)."""
+        async with self.ds.engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    sa.text(
+                        f"SELECT status FROM {S}.tool_calls WHERE session_id = :s"
+                        " AND tool_call_id = :id FOR UPDATE"
+                    ),
+                    {"s": session_id, "id": tool_call_id},
+                )
+            ).first()
+            if row is None:
+                raise RuntimeError(f"no ledger row for tool call {tool_call_id!r}")
+            attempts = (
+                await conn.execute(
+                    sa.text(
+                        f"UPDATE {S}.tool_calls SET status = 'dispatched', attempts = attempts + 1,"
+                        " dispatched_at = now() WHERE session_id = :s AND tool_call_id = :id"
+                        " RETURNING attempts"
+                    ),
+                    {"s": session_id, "id": tool_call_id},
+                )
+            ).scalar_one()
+        return str(row.status), int(attempts)
+

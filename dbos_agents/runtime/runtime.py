@@ -1,0 +1,205 @@
+"""``AgentRuntime``: the worker side. It launches DBOS and runs sessions on the agent queue."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from dbos import DBOS, AsyncSQLAlchemyDatasource, DBOSClient, DBOSConfig
+
+from ..agent import Agent
+from ..errors import (
+    ConfigurationError,
+    RuntimeNotLaunchedError,
+    SessionNotFoundError,
+    UnknownAgentError,
+)
+from ..ids import new_session_id, run_workflow_id
+from ..models.base import Model
+from ..outcome import RunOutcome, SessionInfo
+from ..settings import Settings
+from ..store import queries
+from ..store.db import create_sync_engine, ensure_database, sqlalchemy_url
+from ..store.migrate import SCHEMA, migrate
+from . import workflow as _workflow  # noqa: F401  (registers the session workflow)
+from .context import WorkerContext, set_context
+from .ledger import Ledger
+
+log = logging.getLogger("dbos_agents")
+
+
+class SessionHandle:
+    """A started run of a session: await its outcome, read its status and transcript."""
+
+    def __init__(
+        self,
+        session_id: str,
+        workflow_id: str,
+        engine: sa.Engine,
+        get_result: Callable[[str], Awaitable[Any]],
+    ) -> None:
+        self.session_id = session_id
+        self.workflow_id = workflow_id
+        self._engine = engine
+        self._get_result = get_result
+
+    def __repr__(self) -> str:
+        return f"SessionHandle({self.session_id!r}, workflow_id={self.workflow_id!r})"
+
+    async def result(self) -> RunOutcome:
+        """Wait for this run to end and return how it ended."""
+        return RunOutcome.model_validate(await self._get_result(self.workflow_id))
+
+    async def status(self) -> SessionInfo:
+        info = await asyncio.to_thread(queries.get_session, self._engine, self.session_id)
+        if info is None:
+            raise SessionNotFoundError(self.session_id)
+        return info
+
+    async def history(self) -> list[queries.HistoryEntry]:
+        return await asyncio.to_thread(queries.history, self._engine, self.session_id)
+
+    async def tool_calls(self) -> list[queries.ToolCallRecord]:
+        return await asyncio.to_thread(queries.tool_calls, self._engine, self.session_id)
+
+
+class AgentRuntime:
+    """Runs agents durably. One per worker process: DBOS is a process-wide singleton.
+
+    ``launch()`` checks the database answers (fast, naming the host), applies migrations,
+    launches DBOS with the pinned ``application_version`` and ``executor_id`` (so this worker
+    recovers its own unfinished sessions), and starts consuming the agent queue.
+    """
+
+    def __init__(
+        self,
+        agents: Sequence[Agent],
+        model: Model,
+        *,
+        database_url: str | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        if database_url is not None:
+            self.settings = self.settings.model_copy(update={"database_url": database_url})
+        names = [a.name for a in agents]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigurationError(f"two agents share a name: {', '.join(dupes)}")
+        if not isinstance(model, Model):
+            raise ConfigurationError(f"model {model!r} does not implement the Model protocol")
+        self.agents = {a.name: a for a in agents}
+        self.model = model
+        self._engine: sa.Engine | None = None
+        self._client: DBOSClient | None = None
+
+    @property
+    def database_url(self) -> str:
+        if self.settings.database_url is None:
+            raise ConfigurationError("no database_url: pass one or set DBOS_AGENTS_DATABASE_URL")
+        return self.settings.database_url
+
+    async def launch(self) -> None:
+        """Prepare the database and launch DBOS; recovers this worker's pending sessions."""
+        url = self.database_url
+        s = self.settings
+        await asyncio.to_thread(ensure_database, url, connect_timeout=s.connect_timeout_sec)
+        engine = create_sync_engine(url, connect_timeout=s.connect_timeout_sec)
+        await asyncio.to_thread(migrate, engine)
+        config: DBOSConfig = {
+            "name": s.app_name,
+            "system_database_url": sqlalchemy_url(url),
+            "application_version": s.application_version,
+            "executor_id": s.executor_id,
+            "log_level": s.log_level,
+        }
+        DBOS(config=config)
+        ds = await AsyncSQLAlchemyDatasource.create(sqlalchemy_url(url), schema=SCHEMA)
+        set_context(WorkerContext(self.agents, self.model, s, Ledger(ds)))
+        DBOS.launch()
+        await DBOS.register_queue_async(
+            s.queue_name,
+            worker_concurrency=s.worker_concurrency,
+            polling_interval_sec=s.queue_polling_interval_sec,
+        )
+        self._client = await asyncio.to_thread(
+            DBOSClient, system_database_url=sqlalchemy_url(url), application_name=s.app_name
+        )
+        self._engine = engine
+        log.info("runtime launched", extra={"event": "launched", "executor_id": s.executor_id})
+
+    def _require(self) -> tuple[sa.Engine, DBOSClient]:
+        if self._engine is None or self._client is None:
+            raise RuntimeNotLaunchedError("call `await runtime.launch()` first")
+        return self._engine, self._client
+
+    async def start(
+        self,
+        agent: str,
+        message: str,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> SessionHandle:
+        """Start a session with its first message, or continue ``session_id`` if it exists."""
+        engine, client = self._require()
+        if agent not in self.agents:
+            raise UnknownAgentError(agent, list(self.agents))
+        sid = session_id or new_session_id()
+        exists = session_id is not None and (
+            await asyncio.to_thread(queries.get_session, engine, sid)
+        ) is not None
+        spec = await asyncio.to_thread(
+            queries.enqueue_run,
+            engine,
+            client,
+            self.settings.queue_name,
+            session_id=sid,
+            agent=agent,
+            message=message,
+            user_id=user_id,
+            tenant_id=tenant_id,
+            new_session=not exists,
+        )
+        return self._handle(sid, run_workflow_id(sid, spec["run_seq"]))
+
+    async def send(self, session_id: str, message: str) -> SessionHandle:
+        """Continue a finished session with a follow-up message, as a new run."""
+        engine, _ = self._require()
+        info = await asyncio.to_thread(queries.get_session, engine, session_id)
+        if info is None:
+            raise SessionNotFoundError(session_id)
+        return await self.start(info.agent, message, session_id=session_id)
+
+    def session(self, session_id: str, workflow_id: str | None = None) -> SessionHandle:
+        """A handle on an existing session's latest (or given) run."""
+        engine, _ = self._require()
+        if workflow_id is None:
+            info = queries.get_session(engine, session_id)
+            if info is None:
+                raise SessionNotFoundError(session_id)
+            workflow_id = info.workflow_id
+        return self._handle(session_id, workflow_id)
+
+    def _handle(self, session_id: str, workflow_id: str) -> SessionHandle:
+        engine, _ = self._require()
+
+        async def get_result(wf: str) -> Any:
+            handle = await DBOS.retrieve_workflow_async(wf)
+            return await handle.get_result()
+
+        return SessionHandle(session_id, workflow_id, engine, get_result)
+
+    async def shutdown(self, workflow_completion_timeout_sec: int = 0) -> None:
+        """Stop DBOS in this process; unfinished sessions recover at the next launch."""
+        set_context(None)
+        if self._client is not None:
+            self._client.destroy()
+        if self._engine is not None:
+            self._engine.dispose()
+        self._engine = self._client = None
+        DBOS.destroy(workflow_completion_timeout_sec=workflow_completion_timeout_sec)

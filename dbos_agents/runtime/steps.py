@@ -1,0 +1,120 @@
+"""The session workflow's I/O steps: the model call and one tool call.
+
+The tool step holds the at-most-once guard. It commits ``dispatched`` before the handler
+runs; if the step body runs again (the worker died before DBOS checkpointed its output), it
+finds ``dispatched`` and does not run a side-effecting handler a second time: the tool's
+``verify`` hook settles the outcome, or the model gets a ``tool-durability-error`` result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, TypedDict
+
+from dbos import DBOS
+
+from ..errors import ModelError, TransientModelError
+from ..models.base import ModelRequest
+from ..results import ToolResult, durability_error
+from ..tools import Tool, ToolContext
+from .context import get_context
+from .crashpoints import crash_point
+
+log = logging.getLogger("dbos_agents")
+
+
+@DBOS.step(name="dbos_agents.model.v1")
+async def model_step(request: dict[str, Any]) -> dict[str, Any]:
+    """Call the model; retry transient provider errors with capped exponential backoff."""
+    ctx = get_context()
+    req = ModelRequest.model_validate(request)
+    attempts = max(1, ctx.settings.model_max_attempts)
+    delay = ctx.settings.model_backoff_initial_sec
+    for attempt in range(1, attempts + 1):
+        try:
+            response = await ctx.model.complete(req)
+            break
+        except TransientModelError as exc:
+            if attempt == attempts:
+                raise ModelError(
+                    f"model {ctx.model.name!r} failed {attempts} times; last error: {exc}"
+                ) from exc
+            log.warning(
+                "model call failed, retrying",
+                extra={"event": "model_retry", "attempt": attempt, "error": str(exc)},
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, ctx.settings.model_backoff_max_sec)
+    crash_point("model_call")
+    return response.model_dump(mode="json")
+
+
+class ToolCallSpec(TypedDict):
+    agent: str
+    session_id: str
+    root_session_id: str
+    user_id: str | None
+    tenant_id: str | None
+    tool_call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    idempotency_key: str
+
+
+async def tool_step(spec: ToolCallSpec) -> dict[str, Any]:
+    """Run one server tool call under the at-most-once guard; returns a ``ToolResult``."""
+    ctx = get_context()
+    tool = ctx.agent(spec["agent"]).tools[spec["tool"]]
+    args = tool.validate_arguments(spec["arguments"])
+    prior, attempt = await ctx.ledger.mark_dispatched(spec["session_id"], spec["tool_call_id"])
+    crash_point("after_dispatch_mark")
+    tctx = ToolContext(
+        session_id=spec["session_id"],
+        root_session_id=spec["root_session_id"],
+        tool_call_id=spec["tool_call_id"],
+        tool_name=tool.name,
+        idempotency_key=spec["idempotency_key"],
+        user_id=spec["user_id"],
+        tenant_id=spec["tenant_id"],
+        attempt=attempt,
+    )
+    if prior == "dispatched" and not tool.safe_to_retry:
+        result = await _settle_unknown(tool, tctx, args)
+    else:
+        result = await _invoke(tool, tctx, args)
+    crash_point("after_handler")
+    return result.model_dump(mode="json")
+
+
+async def _invoke(tool: Tool, tctx: ToolContext, args: Any) -> ToolResult:
+    try:
+        output = await tool.run(tctx, args)
+    except Exception as exc:
+        log.info(
+            "tool raised",
+            extra={"event": "tool_error", "tool": tool.name, "tool_call_id": tctx.tool_call_id},
+        )
+        return ToolResult.failure(
+            tctx.tool_call_id, tool.name, "tool-error", f"{type(exc).__name__}: {exc}"
+        )
+    return ToolResult.success(tctx.tool_call_id, tool.name, output)
+
+
+async def _settle_unknown(tool: Tool, tctx: ToolContext, args: Any) -> ToolResult:
+    """An earlier attempt may have run the handler: ask ``verify``, never guess."""
+    log.warning(
+        "side-effecting tool outcome unknown after a crash",
+        extra={"event": "tool_outcome_unknown", "tool": tool.name, "tool_call_id": tctx.tool_call_id},
+    )
+    if tool.verify_fn is None:
+        return durability_error(tctx.tool_call_id, tool.name)
+    try:
+        happened, output = await tool.run_verify(tctx, args)
+    except Exception as exc:
+        return durability_error(
+            tctx.tool_call_id, tool.name, f"verify failed: {type(exc).__name__}: {exc}"
+        )
+    if happened:
+        return ToolResult.success(tctx.tool_call_id, tool.name, output, verified=True)
+    return await _invoke(tool, tctx, args)  # verify says the effect did not happen

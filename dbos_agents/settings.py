@@ -1,0 +1,40 @@
+"""Runtime settings, overridable from the environment (prefix ``DBOS_AGENTS_``).
+
+Recovery depends on two of them: DBOS recovers at launch only the PENDING workflows of the
+same ``executor_id`` and ``application_version``. Both are pinned here, so a restarted
+worker recovers its own sessions after a code change or a dbos upgrade.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_executor_id() -> str:
+    return f"worker-{socket.gethostname()}"
+
+
+class Settings(BaseSettings):
+    """Settings shared by workers, clients and the CLI."""
+
+    model_config = SettingsConfigDict(env_prefix="DBOS_AGENTS_", extra="ignore")
+
+    database_url: str | None = None
+    """Postgres URL. None means the embedded pgserver under ``data_dir`` (CLI only)."""
+    data_dir: str = ".dbos_agents"
+    app_name: str = "dbos-agents"
+    application_version: str = "dbos-agents-1"
+    """Pinned, not derived from a code hash, so restarts after upgrades recover sessions."""
+    executor_id: str = Field(default_factory=_default_executor_id)
+    """Stable across restarts of one worker; unique per worker (set it when several share a host)."""
+    queue_name: str = "dbos_agents"
+    worker_concurrency: int | None = None
+    queue_polling_interval_sec: float = 0.2
+    model_max_attempts: int = 5
+    model_backoff_initial_sec: float = 0.5
+    model_backoff_max_sec: float = 10.0
+    connect_timeout_sec: float = 5.0
+    log_level: str = "WARNING"

@@ -1,0 +1,1 @@
+"""Postgres storage: schema, migrations and the embedded default database."""

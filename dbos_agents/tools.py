@@ -1,0 +1,268 @@
+"""Server tools: ``@tool`` turns a typed function into a tool with schemas and durability rules.
+
+A tool is side-effecting unless declared ``safe_to_retry=True``: the runtime runs it at most
+once per tool call, even across crashes. Input and output schemas come from the type hints
+(pydantic), and every definition problem is reported at decoration time in one error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import typing
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+
+from .errors import DefinitionError
+from .messages import JSONValue
+
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+RESERVED_PREFIXES = ("subagent__", "client__")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool handler knows about the call it serves.
+
+    ``idempotency_key`` is stable for (session, tool call) across crashes and replays:
+    forward it to payment, email and other providers so a retried request is deduplicated.
+    """
+
+    session_id: str
+    root_session_id: str
+    tool_call_id: str
+    tool_name: str
+    idempotency_key: str
+    user_id: str | None = None
+    tenant_id: str | None = None
+    attempt: int = 1
+    """1 on the first dispatch; higher only when ``verify`` said an earlier attempt did nothing."""
+
+
+def check_name(kind: str, name: str) -> list[str]:
+    """Problems with a tool or agent name (empty when it is fine)."""
+    problems = []
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        problems.append(
+            f"{kind} name {name!r} must match {NAME_PATTERN.pattern} "
+            "(a letter, then up to 63 letters, digits, '_' or '-')"
+        )
+    elif name.startswith(RESERVED_PREFIXES):
+        problems.append(
+            f"{kind} name {name!r} uses a reserved prefix ({', '.join(RESERVED_PREFIXES)})"
+        )
+    return problems
+
+
+def _describe(fn: Callable[..., Any]) -> str:
+    doc = inspect.getdoc(fn) or ""
+    return doc.split("\n\n", 1)[0].strip()
+
+
+@dataclass(frozen=True)
+class _Signature:
+    takes_ctx: bool
+    args_model: type[BaseModel]
+    output: TypeAdapter[Any] | None
+    param_names: tuple[str, ...]
+
+
+def _parse_signature(fn: Callable[..., Any], tool_name: str, problems: list[str]) -> _Signature:
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # unresolved forward reference and the like
+        problems.append(f"cannot resolve type hints of {fn.__qualname__}: {exc}")
+        hints = {}
+    params = list(inspect.signature(fn).parameters.values())
+    takes_ctx = bool(params) and hints.get(params[0].name) is ToolContext
+    if takes_ctx:
+        params = params[1:]
+    fields: dict[str, Any] = {}
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            problems.append(f"parameter {p.name!r}: *args and **kwargs are not allowed in tools")
+            continue
+        if p.kind is p.POSITIONAL_ONLY:
+            problems.append(f"parameter {p.name!r}: positional-only parameters are not allowed")
+            continue
+        if hints.get(p.name) is ToolContext:
+            problems.append(f"parameter {p.name!r}: ToolContext must be the first parameter")
+            continue
+        if p.name not in hints:
+            problems.append(f"parameter {p.name!r} has no type annotation")
+            continue
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (hints[p.name], default)
+    args_model: type[BaseModel] = BaseModel
+    try:
+        args_model = create_model(  # type: ignore[call-overload]
+            f"{tool_name}_arguments",
+            __config__=ConfigDict(extra="forbid"),
+            **fields,
+        )
+        args_model.model_json_schema()
+    except Exception as exc:
+        problems.append(f"arguments cannot form a JSON schema: {exc}")
+    output: TypeAdapter[Any] | None = None
+    if "return" in hints and hints["return"] is not type(None):
+        try:
+            output = TypeAdapter(hints["return"])
+            output.json_schema()
+        except Exception as exc:
+            problems.append(f"return type cannot form a JSON schema: {exc}")
+            output = None
+    return _Signature(takes_ctx, args_model, output, tuple(fields))
+
+
+class Tool:
+    """A server tool. Build it with ``@tool``; call ``.verify`` to add a verify hook."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        safe_to_retry: bool = False,
+        requires_approval: bool = False,
+    ) -> None:
+        self.name = name or getattr(fn, "__name__", "")
+        problems = check_name("tool", self.name)
+        if not callable(fn):
+            raise DefinitionError(f"tool {self.name!r}", ["handler is not callable"])
+        sig = _parse_signature(fn, self.name, problems)
+        if safe_to_retry and requires_approval:
+            problems.append("safe_to_retry and requires_approval exclude each other")
+        if problems:
+            raise DefinitionError(f"tool {self.name!r}", problems)
+        self.fn = fn
+        self.description = description if description is not None else _describe(fn)
+        self.safe_to_retry = safe_to_retry
+        self.requires_approval = requires_approval
+        self._sig = sig
+        self.verify_fn: Callable[..., Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r}, safe_to_retry={self.safe_to_retry})"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the undecorated function, so tools stay unit-testable."""
+        return self.fn(*args, **kwargs)
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return self._sig.args_model.model_json_schema()
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        return None if self._sig.output is None else self._sig.output.json_schema()
+
+    def verify(self, fn: F) -> F:
+        """Register the hook that settles an unknown outcome after a crash.
+
+        It takes the same parameters as the tool and returns the tool's result if the effect
+        happened, or ``None`` if it did not (the runtime then runs the tool for real).
+        """
+        problems: list[str] = []
+        if self.safe_to_retry:
+            problems.append("a safe_to_retry tool is re-run on recovery and needs no verify")
+        vsig = _parse_signature(fn, self.name, problems)
+        if vsig.param_names != self._sig.param_names:
+            problems.append(
+                f"verify parameters {list(vsig.param_names)} differ from the tool's "
+                f"{list(self._sig.param_names)}"
+            )
+        if problems:
+            raise DefinitionError(f"verify hook of tool {self.name!r}", problems)
+        self.verify_fn = fn
+        return fn
+
+    def validate_arguments(self, arguments: dict[str, Any]) -> BaseModel:
+        """Validate model-supplied arguments; raises ``pydantic.ValidationError``."""
+        return self._sig.args_model.model_validate(arguments)
+
+    async def run(self, ctx: ToolContext, args: BaseModel) -> JSONValue:
+        """Run the handler and return its output as JSON."""
+        return self._dump(await _call(self.fn, self._sig.takes_ctx, ctx, args))
+
+    async def run_verify(self, ctx: ToolContext, args: BaseModel) -> tuple[bool, JSONValue]:
+        """Run the verify hook: ``(True, output)`` if the effect happened, ``(False, None)``."""
+        assert self.verify_fn is not None
+        vsig_ctx = _takes_ctx(self.verify_fn)
+        value = await _call(self.verify_fn, vsig_ctx, ctx, args)
+        return (False, None) if value is None else (True, self._dump(value))
+
+    def _dump(self, value: Any) -> JSONValue:
+        if self._sig.output is not None:
+            try:
+                return self._sig.output.dump_python(value, mode="json")
+            except Exception:
+                # Returned something other than the annotation: validate, then dump.
+                validated = self._sig.output.validate_python(value)
+                return self._sig.output.dump_python(validated, mode="json")
+        return TypeAdapter(Any).dump_python(value, mode="json")
+
+
+def _takes_ctx(fn: Callable[..., Any]) -> bool:
+    params = list(inspect.signature(fn).parameters.values())
+    if not params:
+        return False
+    hints = typing.get_type_hints(fn)
+    return hints.get(params[0].name) is ToolContext
+
+
+async def _call(fn: Callable[..., Any], takes_ctx: bool, ctx: ToolContext, args: BaseModel) -> Any:
+    kwargs = {name: getattr(args, name) for name in type(args).model_fields}
+    call_args: tuple[Any, ...] = (ctx,) if takes_ctx else ()
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*call_args, **kwargs)
+    result = await asyncio.to_thread(fn, *call_args, **kwargs)
+    if inspect.isawaitable(result):
+        return await typing.cast(Awaitable[Any], result)
+    return result
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    safe_to_retry: bool = False,
+    requires_approval: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    safe_to_retry: bool = False,
+    requires_approval: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Declare a server tool. Side-effecting (at most once per call) unless ``safe_to_retry``."""
+
+    def decorate(f: Callable[..., Any]) -> Tool:
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            safe_to_retry=safe_to_retry,
+            requires_approval=requires_approval,
+        )
+
+    return decorate if fn is None else decorate(fn)
+
+
+__all__ = ["Tool", "ToolContext", "ValidationError", "tool"]
