@@ -1,0 +1,102 @@
+"""``AgentClient``: what every process that is not a worker uses. It never launches DBOS.
+
+It needs only the database URL: starting or continuing a session enqueues the run on the
+agent queue (any worker picks it up) in the same transaction that records the session row.
+"""
+
+from __future__ import annotations
+
+import time
+
+import sqlalchemy as sa
+from dbos import DBOSClient
+
+from .errors import ConfigurationError, SessionNotFoundError
+from .ids import new_session_id
+from .outcome import TERMINAL, SessionInfo
+from .settings import Settings
+from .store import queries
+from .store.db import create_sync_engine, ensure_database, sqlalchemy_url
+
+
+class AgentClient:
+    """Start sessions and read their state from any process that can reach Postgres."""
+
+    def __init__(self, database_url: str | None = None, *, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        url = database_url or self.settings.database_url
+        if url is None:
+            raise ConfigurationError("AgentClient needs a database_url (or DBOS_AGENTS_DATABASE_URL)")
+        ensure_database(url, connect_timeout=self.settings.connect_timeout_sec)
+        self.database_url = url
+        self.engine: sa.Engine = create_sync_engine(url, connect_timeout=self.settings.connect_timeout_sec)
+        self.dbos = DBOSClient(
+            system_database_url=sqlalchemy_url(url), application_name=self.settings.app_name
+        )
+
+    def close(self) -> None:
+        self.dbos.destroy()
+        self.engine.dispose()
+
+    def __enter__(self) -> AgentClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(
+        self,
+        agent: str,
+        message: str,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> str:
+        """Enqueue a new session (or a follow-up run of ``session_id``); returns the session id.
+
+        The agent name is checked by the worker that runs it (this process has no registry).
+        """
+        sid = session_id or new_session_id()
+        exists = session_id is not None and queries.get_session(self.engine, sid) is not None
+        queries.enqueue_run(
+            self.engine,
+            self.dbos,
+            self.settings.queue_name,
+            session_id=sid,
+            agent=agent,
+            message=message,
+            user_id=user_id,
+            tenant_id=tenant_id,
+            new_session=not exists,
+        )
+        return sid
+
+    def send(self, session_id: str, message: str) -> str:
+        """Continue a finished session with a follow-up message."""
+        info = self.session(session_id)
+        return self.start(info.agent, message, session_id=session_id)
+
+    def session(self, session_id: str) -> SessionInfo:
+        info = queries.get_session(self.engine, session_id)
+        if info is None:
+            raise SessionNotFoundError(session_id)
+        return info
+
+    def history(self, session_id: str) -> list[queries.HistoryEntry]:
+        return queries.history(self.engine, session_id)
+
+    def tool_calls(self, session_id: str) -> list[queries.ToolCallRecord]:
+        return queries.tool_calls(self.engine, session_id)
+
+    def wait(self, session_id: str, *, timeout: float = 60.0, poll: float = 0.1) -> SessionInfo:
+        """Poll until the session's current run ends; raises ``TimeoutError``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            info = queries.get_session(self.engine, session_id)
+            if info is not None and info.status in TERMINAL:
+                return info
+            if time.monotonic() >= deadline:
+                state = info.status if info else "not started"
+                raise TimeoutError(f"session {session_id} still {state} after {timeout}s")
+            time.sleep(poll)

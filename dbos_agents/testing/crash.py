@@ -1,0 +1,189 @@
+"""The crash harness: kill a real worker at a named crash point, restart it, check the result.
+
+Users point it at their own app (``module:runtime``, as for ``dbos-agents worker``)::
+
+    harness = CrashHarness("myapp.worker:runtime", database_url=url, witness=tmp_path / "w.jsonl")
+    drill = harness.drill("support", "refund order 42", crash_at="after_handler")
+    assert drill.crashed and drill.session.status == "completed"
+
+A drill starts a worker with ``DBOS_AGENTS_CRASH_AT`` armed, starts a session through
+``AgentClient`` (no DBOS launch in the test process), waits for the worker to die by SIGKILL,
+starts a clean worker with the same executor id (so DBOS recovers the session), and waits
+for the session to end. Witness files and worker logs stay on disk for post-mortems.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..client import AgentClient
+from ..outcome import SessionInfo
+from ..runtime.crashpoints import CRASH_POINTS
+from ..runtime.crashpoints import ENV_VAR as CRASH_ENV
+from ..store.queries import HistoryEntry, ToolCallRecord
+from .witness import ENV_VAR as WITNESS_ENV
+
+
+class WorkerProcess:
+    """A ``dbos-agents`` worker running in a subprocess."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], log_path: Path) -> None:
+        self.popen = popen
+        self.log_path = log_path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def wait(self, timeout: float) -> int:
+        """Wait for exit; returns the exit code (``-9`` after SIGKILL)."""
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(
+                f"worker {self.pid} still running after {timeout}s; log: {self.log()[-2000:]}"
+            ) from None
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGKILL)
+            self.popen.wait(timeout=10)
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM, then SIGKILL if it does not exit in time."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                return self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.popen.returncode
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@dataclass
+class DrillResult:
+    """What one crash drill observed."""
+
+    session_id: str
+    crash_at: str
+    crashed: bool
+    """True when the first worker died by SIGKILL (the crash point was reached)."""
+    session: SessionInfo
+    history: list[HistoryEntry]
+    tool_calls: list[ToolCallRecord]
+    logs: list[str] = field(default_factory=list)
+
+
+class CrashHarness:
+    """Runs worker subprocesses for ``app`` against ``database_url``."""
+
+    def __init__(
+        self,
+        app: str,
+        database_url: str,
+        *,
+        witness: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        executor_id: str = "crash-harness-worker",
+        log_dir: str | os.PathLike[str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.app = app
+        self.database_url = database_url
+        self.witness = Path(witness) if witness is not None else None
+        self.env = dict(env or {})
+        self.executor_id = executor_id
+        self.log_dir = Path(log_dir) if log_dir is not None else Path.cwd() / ".dbos_agents" / "crash"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.cwd = cwd
+        self._starts = 0
+        self.client = AgentClient(database_url)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> CrashHarness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start_worker(self, crash_at: str | None = None) -> WorkerProcess:
+        """Start a worker; with ``crash_at`` it SIGKILLs itself at that crash point."""
+        if crash_at is not None and crash_at.partition(":")[0] not in CRASH_POINTS:
+            raise ValueError(f"unknown crash point {crash_at!r}; known: {CRASH_POINTS}")
+        env = {**os.environ, **self.env}
+        env["DBOS_AGENTS_DATABASE_URL"] = self.database_url
+        env["DBOS_AGENTS_EXECUTOR_ID"] = self.executor_id
+        env.setdefault("DBOS_AGENTS_QUEUE_POLLING_INTERVAL_SEC", "0.05")
+        env.pop(CRASH_ENV, None)
+        if crash_at is not None:
+            env[CRASH_ENV] = crash_at
+        if self.witness is not None:
+            env[WITNESS_ENV] = str(self.witness)
+        self._starts += 1
+        log_path = self.log_dir / f"worker-{os.getpid()}-{self._starts}.log"
+        log = open(log_path, "wb")  # noqa: SIM115 - owned by the subprocess
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "dbos_agents.cli", "worker", "--app", self.app],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=self.cwd,
+        )
+        log.close()
+        return WorkerProcess(popen, log_path)
+
+    def drill(
+        self,
+        agent: str,
+        message: str,
+        *,
+        crash_at: str,
+        timeout: float = 90.0,
+        user_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> DrillResult:
+        """Run a session through a crash at ``crash_at`` and a recovery; see the module doc."""
+        first = self.start_worker(crash_at)
+        try:
+            sid = self.client.start(agent, message, user_id=user_id, tenant_id=tenant_id)
+            deadline = time.monotonic() + timeout
+            crashed = False
+            while time.monotonic() < deadline:
+                code = first.popen.poll()
+                if code is not None:
+                    crashed = code == -signal.SIGKILL
+                    break
+                info = self.client.session(sid)
+                if info.status in ("completed", "max_turns", "budget_exhausted", "failed"):
+                    break  # the crash point was never reached
+                time.sleep(0.05)
+            else:
+                raise TimeoutError(f"no crash and no end within {timeout}s: {first.log()[-2000:]}")
+        finally:
+            first.kill()
+        second = self.start_worker()
+        try:
+            info = self.client.wait(sid, timeout=timeout)
+        finally:
+            second.stop()
+        return DrillResult(
+            session_id=sid,
+            crash_at=crash_at,
+            crashed=crashed,
+            session=info,
+            history=self.client.history(sid),
+            tool_calls=self.client.tool_calls(sid),
+            logs=[first.log(), second.log()],
+        )

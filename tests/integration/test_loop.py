@@ -1,0 +1,164 @@
+"""The durable loop end to end, in-process, against real Postgres and real DBOS."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from dbos_agents import (
+    AgentRuntime,
+    DatabaseUnavailableError,
+    SessionBusyError,
+    UnknownAgentError,
+)
+
+from .agents import CONTEXTS, EFFECTS
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+
+async def test_support_session_runs_tools_and_records_everything(runtime: AgentRuntime) -> None:
+    h = await runtime.start("support", "refund order 42", user_id="u1", tenant_id="t1")
+    out = await h.result()
+    assert out.status == "completed"
+    assert out.output == "refunded; said: refund order 42"
+    assert out.turns == 3
+    hist = await h.history()
+    assert [m.role for m in hist] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert json.loads(hist[2].content or "") == {"id": "42", "total_cents": 4200}
+    ledger = await h.tool_calls()
+    assert [(c.tool, c.status, c.attempts) for c in ledger] == [
+        ("get_order", "completed", 1),
+        ("refund", "completed", 1),
+    ]
+    refund_key = ledger[1].idempotency_key
+    assert EFFECTS[refund_key] == 1
+    ctx = next(c for c in CONTEXTS if c.idempotency_key == refund_key)
+    assert (ctx.session_id, ctx.root_session_id, ctx.user_id, ctx.tenant_id) == (
+        h.session_id,
+        h.session_id,
+        "u1",
+        "t1",
+    )
+    assert ctx.tool_call_id == ledger[1].tool_call_id
+    info = await h.status()
+    assert info.status == "completed" and info.turns == 3
+    assert info.usage.input_tokens > 0 and info.usage.cost_usd > 0
+
+
+async def test_parallel_tool_calls_run_concurrently_in_call_order(runtime: AgentRuntime) -> None:
+    h = await runtime.start("parallel", "go")
+    t0 = time.monotonic()
+    out = await h.result()
+    elapsed = time.monotonic() - t0
+    assert out.status == "completed"
+    tool_msgs = [m for m in await h.history() if m.role == "tool"]
+    assert [m.content for m in tool_msgs[:3]] == ["ok a", "ok b", "ok c"]
+    assert [m.tool_call_id for m in tool_msgs] == ["call_1_1", "call_1_2", "call_1_3", "call_1_4"]
+    for key in (f"sync:{h.session_id}:a", f"async:{h.session_id}:b", f"sync:{h.session_id}:c"):
+        assert EFFECTS[key] == 1
+    del elapsed  # concurrency is shown by order + single execution; no wall-clock asserts
+
+
+async def test_tool_failures_become_results_the_model_sees(runtime: AgentRuntime) -> None:
+    h = await runtime.start("faulty", "break things")
+    out = await h.result()
+    assert out.status == "completed" and out.output == "recovered from errors"
+    results = {
+        m.tool_call_id: json.loads(m.content or "")["error"]
+        for m in await h.history()
+        if m.role == "tool"
+    }
+    assert results["call_1_1"]["kind"] == "tool-error"
+    assert "RuntimeError: kaboom: x" in results["call_1_1"]["message"]
+    assert results["call_1_2"]["kind"] == "invalid-arguments"
+    assert {e["loc"][0] for e in results["call_1_2"]["details"]} == {"order_id", "cents"}
+    assert results["call_1_3"]["kind"] == "invalid-arguments"
+    assert results["call_1_4"]["kind"] == "unknown-tool"
+    assert results["call_1_5"]["kind"] == "invalid-arguments"  # extra argument forbidden
+    ledger = {c.tool_call_id: c for c in await h.tool_calls()}
+    assert ledger["call_1_1"].status == "failed" and ledger["call_1_1"].attempts == 1
+    assert ledger["call_1_2"].attempts == 0  # never dispatched
+
+
+async def test_max_turns_stops_after_the_last_turns_tools(runtime: AgentRuntime) -> None:
+    h = await runtime.start("looper", "loop")
+    out = await h.result()
+    assert out.status == "max_turns" and out.turns == 3
+    hist = await h.history()
+    assert sum(m.role == "assistant" for m in hist) == 3
+    assert sum(m.role == "tool" for m in hist) == 3  # every call got its result
+    assert (await h.status()).status == "max_turns"
+
+
+async def test_token_budget_stops_the_run(runtime: AgentRuntime) -> None:
+    h = await runtime.start("spender", "spend")
+    out = await h.result()
+    assert out.status == "budget_exhausted"
+    assert out.usage.total_tokens >= 150
+    assert 1 <= out.turns < 20
+    calls = await h.tool_calls()
+    assert all(c.status == "completed" for c in calls) and len(calls) == out.turns
+
+
+async def test_follow_up_continues_without_duplicating_messages(runtime: AgentRuntime) -> None:
+    h = await runtime.start("chat", "hello")
+    assert (await h.result()).output == "echo 0: hello"
+    h2 = await runtime.send(h.session_id, "again")
+    assert h2.workflow_id == f"{h.session_id}::run::2"
+    assert (await h2.result()).output == "echo 1: again"
+    hist = await h2.history()
+    assert [(m.role, m.content, m.run_seq) for m in hist] == [
+        ("user", "hello", 1),
+        ("assistant", "echo 0: hello", 1),
+        ("user", "again", 2),
+        ("assistant", "echo 1: again", 2),
+    ]
+    info = await h2.status()
+    assert info.run_seq == 2 and info.turns == 2
+
+
+async def test_message_to_a_busy_session_is_refused(runtime: AgentRuntime) -> None:
+    h = await runtime.start("parallel", "go")
+    with pytest.raises(SessionBusyError):
+        await runtime.send(h.session_id, "too soon")
+    await h.result()
+    assert sum(m.role == "user" for m in await h.history()) == 1
+
+
+async def test_transient_model_errors_are_retried(runtime: AgentRuntime) -> None:
+    h = await runtime.start("flaky", "transient-1")
+    out = await h.result()
+    assert out.status == "completed" and out.output == "answered after retries"
+
+
+async def test_model_that_keeps_failing_fails_the_run_clearly(runtime: AgentRuntime) -> None:
+    h = await runtime.start("flaky", "always-down")
+    out = await h.result()
+    assert out.status == "failed"
+    assert out.error is not None and "503 unavailable" in out.error
+    assert (await h.status()).status == "failed"
+
+
+async def test_duplicate_tool_call_ids_are_made_unique(runtime: AgentRuntime) -> None:
+    h = await runtime.start("dupes", "x")
+    assert (await h.result()).status == "completed"
+    ids = [c.tool_call_id for c in await h.tool_calls()]
+    assert len(ids) == len(set(ids)) == 3
+
+
+async def test_unknown_agent_is_a_typed_error(runtime: AgentRuntime) -> None:
+    with pytest.raises(UnknownAgentError, match="nobody"):
+        await runtime.start("nobody", "hi")
+
+
+async def test_unreachable_database_fails_fast_naming_the_host() -> None:
+    from dbos_agents.models import ScriptedModel
+
+    rt = AgentRuntime([], ScriptedModel(["x"]), database_url="postgresql://u@127.0.0.1:1/db")
+    t0 = time.monotonic()
+    with pytest.raises(DatabaseUnavailableError, match=r"127\.0\.0\.1:1/db"):
+        await rt.launch()
+    assert time.monotonic() - t0 < 30  # generous: "fast" means not DBOS's long retry loop
