@@ -31,20 +31,18 @@ def migrate(
     database_url: str | None = typer.Option(None, "--database-url", help="Postgres URL"),
 ) -> None:
     """Create or upgrade the dbos_agents schema (also done by every worker at launch)."""
-    from .store.db import create_sync_engine, ensure_database
-    from .store.migrate import current_version
-    from .store.migrate import migrate as run_migrations
+    from .store.db import create_sync_engine
+    from .store.migrate import current_version, prepare_database
 
     settings = Settings()
     url = resolve_database_url(database_url, settings)
-    ensure_database(url, connect_timeout=settings.connect_timeout_sec)
-    engine = create_sync_engine(url)
+    prepare_database(url, connect_timeout=settings.connect_timeout_sec)
+    engine = create_sync_engine(url, pool_size=1)
     try:
-        applied = run_migrations(engine)
         version = current_version(engine)
     finally:
         engine.dispose()
-    typer.echo(f"schema dbos_agents at version {version} (applied now: {applied or 'none'})")
+    typer.echo(f"dbos and dbos_agents schemas are current (dbos_agents version {version})")
 
 
 @app.command()

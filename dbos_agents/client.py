@@ -16,7 +16,8 @@ from .ids import new_session_id
 from .outcome import TERMINAL, SessionInfo
 from .settings import Settings
 from .store import queries
-from .store.db import create_sync_engine, ensure_database, sqlalchemy_url
+from .store.db import create_sync_engine, sqlalchemy_url
+from .store.migrate import prepare_database
 
 
 class AgentClient:
@@ -27,7 +28,7 @@ class AgentClient:
         url = database_url or self.settings.database_url
         if url is None:
             raise ConfigurationError("AgentClient needs a database_url (or DBOS_AGENTS_DATABASE_URL)")
-        ensure_database(url, connect_timeout=self.settings.connect_timeout_sec)
+        prepare_database(url, connect_timeout=self.settings.connect_timeout_sec)
         self.database_url = url
         self.engine: sa.Engine = create_sync_engine(url, connect_timeout=self.settings.connect_timeout_sec)
         self.dbos = DBOSClient(

@@ -81,3 +81,23 @@ def current_version(engine: sa.Engine) -> int:
                 sa.text(f"SELECT coalesce(max(version), 0) FROM {SCHEMA}.schema_migrations")
             ).scalar_one()
         )
+
+
+def prepare_database(url: str, *, connect_timeout: float = 5.0) -> None:
+    """Everything a process needs before touching the database, safe to run concurrently:
+    the database exists (fail fast otherwise), DBOS's system schema and ours are current.
+
+    Clients and the CLI call this too, so a client that starts a session before any worker
+    has launched finds the tables it writes to.
+    """
+    from dbos import DBOS
+
+    from .db import create_sync_engine, ensure_database, sqlalchemy_url
+
+    ensure_database(url, connect_timeout=connect_timeout)
+    DBOS.migrate(sqlalchemy_url(url))
+    engine = create_sync_engine(url, pool_size=1, connect_timeout=connect_timeout)
+    try:
+        migrate(engine)
+    finally:
+        engine.dispose()

@@ -1,0 +1,96 @@
+"""Crash windows of DESIGN §3, each SIGKILLing a real worker process at a named point.
+
+Parametrized over the window table and the three tool kinds; the witness file (outside the
+worker) counts side effects and model calls across the kill and the restart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dbos_agents.testing import CrashHarness, DrillResult, Witness
+
+pytestmark = [pytest.mark.integration, pytest.mark.crash]
+
+REPO = Path(__file__).resolve().parents[2]
+
+# window -> (model calls expected for turn 0, {tool kind: expected executions, result kind})
+# Result kind: "ok", "verified" (settled by verify) or the error kind the model sees.
+WINDOWS: dict[str, tuple[int, dict[str, tuple[int, str]]]] = {
+    # Nothing recorded yet: the model is asked again.
+    "model_call": (2, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
+    # Model output checkpointed: replayed, never asked again.
+    "after_model_step": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
+    # Ledger 'requested': dispatched normally after restart.
+    "after_record": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
+    # Ledger 'dispatched', handler never ran: side-effecting -> durability error, not run;
+    # safe -> re-run; verify -> "did not happen" -> run once for real.
+    "after_dispatch_mark": (
+        1,
+        {"charge": (0, "tool-durability-error"), "lookup": (1, "ok"), "refund": (1, "ok")},
+    ),
+    # Handler ran, checkpoint lost: side-effecting -> durability error, never a second run;
+    # safe -> re-run (two reads); verify -> "it happened" -> its result, no second run.
+    "after_handler": (
+        1,
+        {"charge": (1, "tool-durability-error"), "lookup": (2, "ok"), "refund": (1, "verified")},
+    ),
+    # Tool output checkpointed: replayed and recorded, not re-run.
+    "after_tool_steps": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
+    # Write #2 committed: the loop just continues.
+    "after_results": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
+}
+CASES = [(w, k) for w in WINDOWS for k in ("charge", "lookup", "refund")]
+
+
+@pytest.fixture(scope="module")
+def harness(fresh_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CrashHarness]:
+    logs = tmp_path_factory.mktemp("crash-logs")
+    with CrashHarness(
+        "tests.crash.app:runtime", fresh_database_url, log_dir=logs, cwd=REPO
+    ) as h:
+        yield h
+
+
+def _result_kind(drill: DrillResult) -> str:
+    (tool_msg,) = [m for m in drill.history if m.role == "tool"]
+    body = json.loads(tool_msg.content or "null")
+    if isinstance(body, dict) and "error" in body:
+        return str(body["error"]["kind"])
+    ledger = drill.tool_calls[0]
+    return "verified" if ledger.result and ledger.result.get("verified") else "ok"
+
+
+@pytest.mark.parametrize(("window", "tool"), CASES, ids=[f"{w}-{k}" for w, k in CASES])
+def test_crash_window(harness: CrashHarness, tmp_path: Path, window: str, tool: str) -> None:
+    harness.witness = tmp_path / "witness.jsonl"
+    witness = Witness(harness.witness)
+    drill = harness.drill("crashy", tool, crash_at=window)
+
+    assert drill.crashed, f"crash point {window} was never reached:\n{drill.logs[0][-3000:]}"
+    assert drill.session.status == "completed", drill.logs[1][-3000:]
+    assert drill.session.final_output == "done"
+
+    model_turns = witness.counter("model", "turn")
+    expected_first, per_tool = WINDOWS[window]
+    assert model_turns == {0: expected_first, 1: 1}, "model re-called for a checkpointed turn"
+
+    executions, kind = per_tool[tool]
+    assert witness.count("effect", tool=tool) == executions
+    assert _result_kind(drill) == kind
+
+    # Exactly one result per tool call, one ledger row, settled.
+    tool_msgs = [m for m in drill.history if m.role == "tool"]
+    assert len(tool_msgs) == 1 and len(drill.tool_calls) == 1
+    (ledger,) = drill.tool_calls
+    assert tool_msgs[0].tool_call_id == ledger.tool_call_id
+    assert ledger.status == ("failed" if kind.startswith("tool-") else "completed")
+    if kind == "tool-durability-error":
+        body = json.loads(tool_msgs[0].content or "")
+        assert body["error"]["tool"] == tool
+        assert body["error"]["tool_call_id"] == ledger.tool_call_id
+    assert [m.role for m in drill.history] == ["user", "assistant", "tool", "assistant"]
