@@ -1,0 +1,158 @@
+"""Per-turn overhead of the durable agent loop against the raw-DBOS floor, in one run.
+
+One "turn" is one model step plus one side-effecting tool call (ScriptedModel, no network).
+The floor is a raw DBOS async workflow doing two async steps per iteration. Both loop K
+times inside one workflow, so start/queue latency is amortized and the per-turn cost is
+what is compared.
+
+    python bench/turn_overhead.py [--database-url URL] [--turns 20] [--sessions 10]
+
+Without --database-url it uses DBOS_AGENTS_DATABASE_URL, else the local server at
+127.0.0.1:5432 (database dbos_agents_bench, recreated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+
+import sqlalchemy as sa
+
+from dbos import DBOS
+from rich.console import Console
+from rich.table import Table
+
+from dbos_agents import Agent, AgentRuntime, ModelResponse, Settings, ToolContext, tool
+from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
+from dbos_agents.runtime.context import get_context
+from dbos_agents.testing import create_fresh_database
+
+TURNS = 20
+
+
+@tool
+async def charge(ctx: ToolContext, order_id: str, cents: int) -> dict[str, object]:
+    return {"charged": cents, "key": ctx.idempotency_key}
+
+
+def respond(request: ModelRequest) -> str | ModelResponse:
+    turn = sum(1 for m in request.messages if m.role == "assistant")
+    if turn < TURNS:
+        return calls(call("charge", {"order_id": f"o{turn}", "cents": 100}))
+    return "done"
+
+
+@DBOS.step(name="bench.raw_model")
+async def raw_model(i: int) -> dict[str, object]:
+    return {"tool_calls": [{"name": "charge", "arguments": {"order_id": f"o{i}", "cents": 100}}]}
+
+
+@DBOS.step(name="bench.raw_tool")
+async def raw_tool(i: int) -> dict[str, object]:
+    return {"charged": 100, "i": i}
+
+
+_RAW_TX: list[Callable[[int], Awaitable[int]]] = []
+
+
+async def _raw_write(i: int) -> int:
+    await get_context().ledger.ds.sql_session().execute(sa.text("SELECT :i"), {"i": i})
+    return i
+
+
+@DBOS.workflow(name="bench.raw_mix")
+async def raw_mix(turns: int) -> int:
+    """The design's irreducible mix per turn: 2 steps + 2 datasource transactions."""
+    (tx,) = _RAW_TX
+    for i in range(turns):
+        await raw_model(i)
+        await tx(i)
+        await raw_tool(i)
+        await tx(i)
+    return turns
+
+
+@DBOS.workflow(name="bench.raw_loop")
+async def raw_loop(turns: int) -> int:
+    for i in range(turns):
+        await raw_model(i)
+        await raw_tool(i)
+    return turns
+
+
+async def run(url: str, sessions: int) -> None:
+    settings = Settings(
+        database_url=url, executor_id="bench", queue_polling_interval_sec=0.02, log_level="ERROR"
+    )
+    rt = AgentRuntime(
+        [Agent("bench", tools=[charge], max_turns=TURNS + 1)],
+        ScriptedModel(respond=respond),
+        settings=settings,
+    )
+    await rt.launch()
+    _RAW_TX.append(
+        get_context().ledger.ds.transaction(name="bench.raw_tx", isolation_level="READ COMMITTED")(
+            _raw_write
+        )
+    )
+    # Warm up both paths.
+    await (await rt.start("bench", "warm")).result()
+    await (await DBOS.start_workflow_async(raw_loop, TURNS)).get_result()
+
+    await (await DBOS.start_workflow_async(raw_mix, TURNS)).get_result()
+
+    raw_ms: list[float] = []
+    mix_ms: list[float] = []
+    ours_ms: list[float] = []
+    for _ in range(sessions):  # interleave so drift hits all paths equally
+        t0 = time.perf_counter()
+        await (await DBOS.start_workflow_async(raw_loop, TURNS)).get_result()
+        raw_ms.append((time.perf_counter() - t0) * 1000 / TURNS)
+        t0 = time.perf_counter()
+        await (await DBOS.start_workflow_async(raw_mix, TURNS)).get_result()
+        mix_ms.append((time.perf_counter() - t0) * 1000 / TURNS)
+        t0 = time.perf_counter()
+        out = await (await rt.start("bench", "go")).result()
+        ours_ms.append((time.perf_counter() - t0) * 1000 / (TURNS + 1))
+        assert out.status == "completed" and out.turns == TURNS + 1, out
+    await rt.shutdown()
+
+    raw, mix, ours = (statistics.median(x) for x in (raw_ms, mix_ms, ours_ms))
+    table = Table(title=f"ms per turn (median of {sessions} sessions x {TURNS} turns)")
+    for col in ("path", "median", "min", "max"):
+        table.add_column(col, justify="right" if col != "path" else "left")
+    table.add_row("raw DBOS: 2 async steps", f"{raw:.2f}", f"{min(raw_ms):.2f}", f"{max(raw_ms):.2f}")
+    table.add_row(
+        "raw DBOS: 2 steps + 2 datasource tx",
+        f"{mix:.2f}",
+        f"{min(mix_ms):.2f}",
+        f"{max(mix_ms):.2f}",
+    )
+    table.add_row(
+        "dbos-agents: model + write#1 + tool + write#2",
+        f"{ours:.2f}",
+        f"{min(ours_ms):.2f}",
+        f"{max(ours_ms):.2f}",
+    )
+    Console().print(table)
+    print(f"ratio {ours / raw:.2f}  (against 2 raw steps, the issue's floor)")
+    print(f"ratio vs same-mix floor {ours / mix:.2f}  (our own code on top of DBOS)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--database-url", default=os.environ.get("DBOS_AGENTS_DATABASE_URL"))
+    p.add_argument("--sessions", type=int, default=10)
+    args = p.parse_args()
+    url = args.database_url or create_fresh_database(
+        "postgresql://postgres@127.0.0.1:5432/postgres", "dbos_agents_bench"
+    )
+    asyncio.run(run(url, args.sessions))
+
+
+if __name__ == "__main__":
+    main()
