@@ -6,6 +6,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .errors import DbosAgentsError
 from .settings import Settings
@@ -55,11 +56,22 @@ def worker(
     run_worker(app_spec)
 
 
+@app.command()
+def demo(
+    database_url: str | None = typer.Option(None, "--database-url", help="Postgres URL"),
+) -> None:
+    """Run the support-desk example with ScriptedModel; embedded Postgres by default."""
+    from .demo import demo as run_demo
+
+    settings = Settings()
+    run_demo(resolve_database_url(database_url, settings), settings)
+
+
 def main() -> None:
     try:
         app()
     except DbosAgentsError as exc:
-        err.print(f"[red]error[/] [{exc.code}] {exc}")
+        err.print(f"[red]error[/] {escape(f'[{exc.code}] {exc}')}")
         sys.exit(2)
 
 
