@@ -21,7 +21,6 @@ import time
 from collections.abc import Awaitable, Callable
 
 import sqlalchemy as sa
-
 from dbos import DBOS
 from rich.console import Console
 from rich.table import Table
@@ -125,7 +124,9 @@ async def run(url: str, sessions: int) -> None:
     table = Table(title=f"ms per turn (median of {sessions} sessions x {TURNS} turns)")
     for col in ("path", "median", "min", "max"):
         table.add_column(col, justify="right" if col != "path" else "left")
-    table.add_row("raw DBOS: 2 async steps", f"{raw:.2f}", f"{min(raw_ms):.2f}", f"{max(raw_ms):.2f}")
+    table.add_row(
+        "raw DBOS: 2 async steps", f"{raw:.2f}", f"{min(raw_ms):.2f}", f"{max(raw_ms):.2f}"
+    )
     table.add_row(
         "raw DBOS: 2 steps + 2 datasource tx",
         f"{mix:.2f}",

@@ -43,9 +43,7 @@ class Agent:
             problems.append(f"max_turns must be an int >= 1, got {max_turns!r}")
         if budget_tokens is not None and (not isinstance(budget_tokens, int) or budget_tokens < 1):
             problems.append(f"budget_tokens must be a positive int, got {budget_tokens!r}")
-        if budget_usd is not None and (
-            not isinstance(budget_usd, int | float) or budget_usd <= 0
-        ):
+        if budget_usd is not None and (not isinstance(budget_usd, int | float) or budget_usd <= 0):
             problems.append(f"budget_usd must be a positive number, got {budget_usd!r}")
         if problems:
             raise DefinitionError(f"agent {name!r}", problems)

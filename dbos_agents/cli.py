@@ -23,7 +23,9 @@ def resolve_database_url(url: str | None, settings: Settings) -> str:
         return settings.database_url
     from .store.embedded import embedded_database_url
 
-    err.print(f"[dim]no database URL set: using the embedded Postgres under {settings.data_dir}/[/]")
+    err.print(
+        f"[dim]no database URL set: using the embedded Postgres under {settings.data_dir}/[/]"
+    )
     return embedded_database_url(f"{settings.data_dir}/pgdata")
 
 

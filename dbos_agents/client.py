@@ -23,14 +23,20 @@ from .store.migrate import prepare_database
 class AgentClient:
     """Start sessions and read their state from any process that can reach Postgres."""
 
-    def __init__(self, database_url: str | None = None, *, settings: Settings | None = None) -> None:
+    def __init__(
+        self, database_url: str | None = None, *, settings: Settings | None = None
+    ) -> None:
         self.settings = settings or Settings()
         url = database_url or self.settings.database_url
         if url is None:
-            raise ConfigurationError("AgentClient needs a database_url (or DBOS_AGENTS_DATABASE_URL)")
+            raise ConfigurationError(
+                "AgentClient needs a database_url (or DBOS_AGENTS_DATABASE_URL)"
+            )
         prepare_database(url, connect_timeout=self.settings.connect_timeout_sec)
         self.database_url = url
-        self.engine: sa.Engine = create_sync_engine(url, connect_timeout=self.settings.connect_timeout_sec)
+        self.engine: sa.Engine = create_sync_engine(
+            url, connect_timeout=self.settings.connect_timeout_sec
+        )
         self.dbos = DBOSClient(
             system_database_url=sqlalchemy_url(url), application_name=self.settings.app_name
         )

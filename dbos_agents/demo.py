@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel

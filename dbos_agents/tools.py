@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
@@ -101,7 +101,7 @@ def _parse_signature(fn: Callable[..., Any], tool_name: str, problems: list[str]
         fields[p.name] = (hints[p.name], default)
     args_model: type[BaseModel] = BaseModel
     try:
-        args_model = create_model(  # type: ignore[call-overload]
+        args_model = create_model(
             f"{tool_name}_arguments",
             __config__=ConfigDict(extra="forbid"),
             **fields,
@@ -132,7 +132,7 @@ class Tool:
         safe_to_retry: bool = False,
         requires_approval: bool = False,
     ) -> None:
-        self.name = name or getattr(fn, "__name__", "")
+        self.name: str = name or str(getattr(fn, "__name__", ""))
         problems = check_name("tool", self.name)
         if not callable(fn):
             raise DefinitionError(f"tool {self.name!r}", ["handler is not callable"])
@@ -224,7 +224,7 @@ async def _call(fn: Callable[..., Any], takes_ctx: bool, ctx: ToolContext, args:
         return await fn(*call_args, **kwargs)
     result = await asyncio.to_thread(fn, *call_args, **kwargs)
     if inspect.isawaitable(result):
-        return await typing.cast(Awaitable[Any], result)
+        return await result
     return result
 
 

@@ -89,5 +89,7 @@ class ScriptedModel:
         )
         inp, out = math.ceil(prompt / 4) + 1, math.ceil(output / 4) + 1
         return Usage(
-            input_tokens=inp, output_tokens=out, cost_usd=round((inp + out) * self._price / 1000, 10)
+            input_tokens=inp,
+            output_tokens=out,
+            cost_usd=round((inp + out) * self._price / 1000, 10),
         )

@@ -60,9 +60,7 @@ class Ledger:
         )
         return int(r.scalar_one())
 
-    async def _insert_message(
-        self, spec: RunSpec, seq: int, msg: Message
-    ) -> None:
+    async def _insert_message(self, spec: RunSpec, seq: int, msg: Message) -> None:
         await self._exec(
             f"INSERT INTO {S}.messages (session_id, seq, run_seq, role, content, tool_calls,"
             " tool_call_id, name, user_id, tenant_id) VALUES (:s, :seq, :run, :role, :content,"
@@ -233,4 +231,3 @@ class Ledger:
                 )
             ).scalar_one()
         return str(row.status), int(attempts)
-

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from dbos import DBOS, AsyncSQLAlchemyDatasource, DBOSClient, DBOSConfig
+from dbos import DBOS, AsyncSQLAlchemyDatasource, DBOSClient, DBOSConfig, WorkflowHandleAsync
 
 from ..agent import Agent
 from ..errors import (
@@ -150,9 +150,10 @@ class AgentRuntime:
         if agent not in self.agents:
             raise UnknownAgentError(agent, list(self.agents))
         sid = session_id or new_session_id()
-        exists = session_id is not None and (
-            await asyncio.to_thread(queries.get_session, engine, sid)
-        ) is not None
+        exists = (
+            session_id is not None
+            and (await asyncio.to_thread(queries.get_session, engine, sid)) is not None
+        )
         spec = await asyncio.to_thread(
             queries.enqueue_run,
             engine,
@@ -189,7 +190,7 @@ class AgentRuntime:
         engine, _ = self._require()
 
         async def get_result(wf: str) -> Any:
-            handle = await DBOS.retrieve_workflow_async(wf)
+            handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(wf)
             return await handle.get_result()
 
         return SessionHandle(session_id, workflow_id, engine, get_result)

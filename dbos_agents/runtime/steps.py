@@ -105,7 +105,11 @@ async def _settle_unknown(tool: Tool, tctx: ToolContext, args: Any) -> ToolResul
     """An earlier attempt may have run the handler: ask ``verify``, never guess."""
     log.warning(
         "side-effecting tool outcome unknown after a crash",
-        extra={"event": "tool_outcome_unknown", "tool": tool.name, "tool_call_id": tctx.tool_call_id},
+        extra={
+            "event": "tool_outcome_unknown",
+            "tool": tool.name,
+            "tool_call_id": tctx.tool_call_id,
+        },
     )
     if tool.verify_fn is None:
         return durability_error(tctx.tool_call_id, tool.name)

@@ -7,7 +7,12 @@
 
 from ..runtime.crashpoints import CRASH_POINTS
 from .crash import CrashHarness, DrillResult, WorkerProcess
-from .database import ProvisionedDatabase, create_fresh_database, drop_database, provision_test_database
+from .database import (
+    ProvisionedDatabase,
+    create_fresh_database,
+    drop_database,
+    provision_test_database,
+)
 from .witness import Witness
 
 __all__ = [
@@ -15,8 +20,8 @@ __all__ = [
     "CrashHarness",
     "DrillResult",
     "ProvisionedDatabase",
-    "WorkerProcess",
     "Witness",
+    "WorkerProcess",
     "create_fresh_database",
     "drop_database",
     "provision_test_database",

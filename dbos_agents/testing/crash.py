@@ -103,7 +103,9 @@ class CrashHarness:
         self.witness = Path(witness) if witness is not None else None
         self.env = dict(env or {})
         self.executor_id = executor_id
-        self.log_dir = Path(log_dir) if log_dir is not None else Path.cwd() / ".dbos_agents" / "crash"
+        self.log_dir = (
+            Path(log_dir) if log_dir is not None else Path.cwd() / ".dbos_agents" / "crash"
+        )
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.cwd = cwd
         self._starts = 0

@@ -38,7 +38,9 @@ class Witness:
         out = []
         for line in self.path.read_text().splitlines():
             ev = json.loads(line)
-            if (kind is None or ev["kind"] == kind) and all(ev.get(k) == v for k, v in match.items()):
+            if (kind is None or ev["kind"] == kind) and all(
+                ev.get(k) == v for k, v in match.items()
+            ):
                 out.append(ev)
         return out
 

@@ -33,9 +33,7 @@ async def refund(ctx: ToolContext, order_id: str, cents: int) -> dict[str, objec
 
 
 @refund.verify
-async def _refund_happened(
-    ctx: ToolContext, order_id: str, cents: int
-) -> dict[str, object] | None:
+async def _refund_happened(ctx: ToolContext, order_id: str, cents: int) -> dict[str, object] | None:
     happened = Witness().count("effect", tool="refund", key=ctx.idempotency_key) > 0
     Witness().record("verify", tool="refund", key=ctx.idempotency_key, happened=happened)
     return {"refunded": cents, "order_id": order_id} if happened else None

@@ -48,11 +48,11 @@ CASES = [(w, k) for w in WINDOWS for k in ("charge", "lookup", "refund")]
 
 
 @pytest.fixture(scope="module")
-def harness(fresh_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CrashHarness]:
+def harness(
+    fresh_database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CrashHarness]:
     logs = tmp_path_factory.mktemp("crash-logs")
-    with CrashHarness(
-        "tests.crash.app:runtime", fresh_database_url, log_dir=logs, cwd=REPO
-    ) as h:
+    with CrashHarness("tests.crash.app:runtime", fresh_database_url, log_dir=logs, cwd=REPO) as h:
         yield h
 
 
