@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from .errors import DefinitionError
@@ -39,11 +40,20 @@ class Agent:
             if t.name in seen:
                 problems.append(f"tools: two tools are named {t.name!r}")
             seen.add(t.name)
-        if not isinstance(max_turns, int) or max_turns < 1:
+        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
             problems.append(f"max_turns must be an int >= 1, got {max_turns!r}")
-        if budget_tokens is not None and (not isinstance(budget_tokens, int) or budget_tokens < 1):
+        if budget_tokens is not None and (
+            isinstance(budget_tokens, bool)
+            or not isinstance(budget_tokens, int)
+            or budget_tokens < 1
+        ):
             problems.append(f"budget_tokens must be a positive int, got {budget_tokens!r}")
-        if budget_usd is not None and (not isinstance(budget_usd, int | float) or budget_usd <= 0):
+        if budget_usd is not None and (
+            isinstance(budget_usd, bool)
+            or not isinstance(budget_usd, int | float)
+            or not math.isfinite(budget_usd)
+            or budget_usd <= 0
+        ):
             problems.append(f"budget_usd must be a positive number, got {budget_usd!r}")
         if problems:
             raise DefinitionError(f"agent {name!r}", problems)

@@ -48,7 +48,7 @@ class ToolContext:
 def check_name(kind: str, name: str) -> list[str]:
     """Problems with a tool or agent name (empty when it is fine)."""
     problems = []
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         problems.append(
             f"{kind} name {name!r} must match {NAME_PATTERN.pattern} "
             "(a letter, then up to 63 letters, digits, '_' or '-')"
@@ -132,7 +132,7 @@ class Tool:
         safe_to_retry: bool = False,
         requires_approval: bool = False,
     ) -> None:
-        self.name: str = name or str(getattr(fn, "__name__", ""))
+        self.name: str = name if name is not None else str(getattr(fn, "__name__", ""))
         problems = check_name("tool", self.name)
         if not callable(fn):
             raise DefinitionError(f"tool {self.name!r}", ["handler is not callable"])
@@ -199,14 +199,10 @@ class Tool:
         return (False, None) if value is None else (True, self._dump(value))
 
     def _dump(self, value: Any) -> JSONValue:
-        if self._sig.output is not None:
-            try:
-                return self._sig.output.dump_python(value, mode="json")
-            except Exception:
-                # Returned something other than the annotation: validate, then dump.
-                validated = self._sig.output.validate_python(value)
-                return self._sig.output.dump_python(validated, mode="json")
-        return TypeAdapter(Any).dump_python(value, mode="json")
+        """Validate against the return annotation, then dump to JSON: a handler that
+        returns the wrong shape is a tool error, not a surprise for the model."""
+        out = self._sig.output or TypeAdapter(Any)
+        return out.dump_python(out.validate_python(value), mode="json")
 
 
 def _takes_ctx(fn: Callable[..., Any]) -> bool:

@@ -32,7 +32,10 @@ def _parse(value: str | None) -> tuple[str | None, int]:
     name, _, nth = value.partition(":")
     if name not in CRASH_POINTS:
         raise ValueError(f"{ENV_VAR}={value!r}: unknown crash point; known: {CRASH_POINTS}")
-    return name, int(nth or 1)
+    hit = int(nth or 1)
+    if hit < 1:
+        raise ValueError(f"{ENV_VAR}={value!r}: the hit number must be 1 or more")
+    return name, hit
 
 
 _armed, _nth = _parse(os.environ.get(ENV_VAR))

@@ -1,0 +1,127 @@
+"""The public surface: ``__all__`` is pinned here so additions and removals are deliberate."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+import dbos_agents
+from dbos_agents import errors
+
+EXPECTED_ALL = {
+    # definitions
+    "Agent",
+    "Tool",
+    "ToolContext",
+    "tool",
+    # runtime
+    "AgentRuntime",
+    "SessionHandle",
+    "Settings",
+    # data
+    "HistoryEntry",
+    "Message",
+    "ModelResponse",
+    "RunOutcome",
+    "SessionInfo",
+    "ToolCall",
+    "ToolCallRecord",
+    "ToolError",
+    "ToolResult",
+    "Usage",
+    # errors
+    "ConfigurationError",
+    "DatabaseUnavailableError",
+    "DbosAgentsError",
+    "DefinitionError",
+    "ModelError",
+    "RuntimeNotLaunchedError",
+    "SessionBusyError",
+    "SessionNotFoundError",
+    "TransientModelError",
+    "UnknownAgentError",
+}
+
+ERROR_CLASSES = [
+    obj
+    for _, obj in inspect.getmembers(errors, inspect.isclass)
+    if issubclass(obj, BaseException) and obj.__module__ == errors.__name__
+]
+
+
+def test_all_matches_the_expected_set() -> None:
+    assert set(dbos_agents.__all__) == EXPECTED_ALL
+
+
+def test_all_has_no_duplicates() -> None:
+    assert len(dbos_agents.__all__) == len(set(dbos_agents.__all__))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_ALL))
+def test_every_exported_name_is_importable(name: str) -> None:
+    module = importlib.import_module("dbos_agents")
+    assert getattr(module, name) is not None
+    namespace: dict[str, object] = {}
+    exec(f"from dbos_agents import {name}", namespace)
+    assert namespace[name] is getattr(dbos_agents, name)
+
+
+def test_star_import_yields_exactly_all() -> None:
+    namespace: dict[str, object] = {}
+    exec("from dbos_agents import *", namespace)
+    assert set(namespace) - {"__builtins__"} == EXPECTED_ALL
+
+
+def test_errors_module_has_the_documented_classes() -> None:
+    assert {cls.__name__ for cls in ERROR_CLASSES} == {
+        "DbosAgentsError",
+        "DefinitionError",
+        "ConfigurationError",
+        "DatabaseUnavailableError",
+        "UnknownAgentError",
+        "SessionNotFoundError",
+        "SessionBusyError",
+        "RuntimeNotLaunchedError",
+        "ModelError",
+        "TransientModelError",
+    }
+
+
+@pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
+def test_every_error_subclasses_base_and_has_own_code(cls: type[Exception]) -> None:
+    assert issubclass(cls, errors.DbosAgentsError)
+    code = cls.__dict__.get("code")
+    assert isinstance(code, str)
+    assert code.strip()
+    assert code == code.upper()
+
+
+def test_error_codes_are_distinct() -> None:
+    codes = [cls.code for cls in ERROR_CLASSES]  # type: ignore[attr-defined]
+    assert len(codes) == len(set(codes)), codes
+
+
+@pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
+def test_every_error_class_is_exported(cls: type[Exception]) -> None:
+    assert cls.__name__ in dbos_agents.__all__
+    assert getattr(dbos_agents, cls.__name__) is cls
+
+
+def test_error_hierarchy() -> None:
+    assert issubclass(errors.DatabaseUnavailableError, errors.ConfigurationError)
+    assert issubclass(errors.TransientModelError, errors.ModelError)
+    assert issubclass(errors.DefinitionError, ValueError)
+    assert issubclass(errors.UnknownAgentError, LookupError)
+    assert issubclass(errors.SessionNotFoundError, LookupError)
+
+
+def test_error_instances_carry_their_fields() -> None:
+    busy = errors.SessionBusyError("ses_1", "running")
+    assert (busy.session_id, busy.status) == ("ses_1", "running")
+    assert str(busy) == "session 'ses_1' is running; wait for it to finish"
+    missing = errors.SessionNotFoundError("ses_2")
+    assert missing.session_id == "ses_2"
+    assert str(missing) == "no session 'ses_2'"
+    assert missing.code == "SESSION_NOT_FOUND"
