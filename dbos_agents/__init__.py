@@ -1,12 +1,17 @@
 """dbos-agents: LLM agents whose every step survives a crash, on DBOS and Postgres."""
 
 from .agent import Agent
+from .client import AgentClient
+from .client_tools import ClientTool, client_tool
 from .errors import (
     ConfigurationError,
     DatabaseUnavailableError,
     DbosAgentsError,
     DefinitionError,
+    InvalidRequestError,
+    InvalidResultError,
     ModelError,
+    NotRootSessionError,
     RuntimeNotLaunchedError,
     SessionBusyError,
     SessionNotFoundError,
@@ -18,21 +23,28 @@ from .outcome import RunOutcome, SessionInfo
 from .results import ToolError, ToolResult
 from .runtime import AgentRuntime, SessionHandle
 from .settings import Settings
+from .store.submit import InterruptOutcome, PendingCall, SubmitOutcome
 from .store.queries import HistoryEntry, ToolCallRecord
 from .tools import Tool, ToolContext, tool
 
 __all__ = [
     # definitions
     "Agent",
+    "ClientTool",
+    "client_tool",
     "Tool",
     "ToolContext",
     "tool",
     # runtime
+    "AgentClient",
     "AgentRuntime",
     "SessionHandle",
     "Settings",
     # data
     "HistoryEntry",
+    "InterruptOutcome",
+    "PendingCall",
+    "SubmitOutcome",
     "Message",
     "ModelResponse",
     "RunOutcome",
@@ -47,7 +59,10 @@ __all__ = [
     "DatabaseUnavailableError",
     "DbosAgentsError",
     "DefinitionError",
+    "InvalidRequestError",
+    "InvalidResultError",
     "ModelError",
+    "NotRootSessionError",
     "RuntimeNotLaunchedError",
     "SessionBusyError",
     "SessionNotFoundError",

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from datetime import timedelta
 
+from .client_tools import DEFAULT_TIMEOUT, ClientTool
 from .errors import DefinitionError
 from .tools import Tool, check_name
+
+SUBAGENT_PREFIX = "subagent__"
+SUBAGENT_PARAMETERS: dict[str, object] = {
+    "type": "object",
+    "properties": {"message": {"type": "string", "description": "The task for the sub-agent"}},
+    "required": ["message"],
+    "additionalProperties": False,
+}
 
 
 class Agent:
@@ -16,30 +26,48 @@ class Agent:
     ``budget_usd`` bound what one run may spend. When a limit is reached the run stops with
     status ``max_turns`` or ``budget_exhausted`` after the tools of the last turn have run,
     so every requested tool call still gets exactly one result.
+
+    ``sub_agents`` are exposed to the model as tools named ``subagent__<name>``; each call
+    runs the sub-agent as a child workflow. ``tool_timeout`` is the agent's default for
+    client-tool and approval waits.
     """
+
+    name: str
 
     def __init__(
         self,
         name: str,
         instructions: str = "",
         *,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[Tool | ClientTool] = (),
+        sub_agents: Sequence[Agent] = (),
         max_turns: int = 20,
         budget_tokens: int | None = None,
         budget_usd: float | None = None,
         model_settings: dict[str, object] | None = None,
+        tool_timeout: timedelta | None = None,
+        description: str = "",
     ) -> None:
         problems = check_name("agent", name)
         if not isinstance(instructions, str):
             problems.append("instructions must be a string")
         seen: set[str] = set()
         for t in tools:
-            if not isinstance(t, Tool):
-                problems.append(f"tools: {t!r} is not a Tool (decorate it with @tool)")
+            if not isinstance(t, Tool | ClientTool):
+                problems.append(f"tools: {t!r} is not a Tool (use @tool or client_tool)")
                 continue
             if t.name in seen:
                 problems.append(f"tools: two tools are named {t.name!r}")
             seen.add(t.name)
+        for sub in sub_agents:
+            if not isinstance(sub, Agent):
+                problems.append(f"sub_agents: {sub!r} is not an Agent")
+            elif sub.name == name:
+                problems.append("sub_agents: an agent cannot be its own sub-agent")
+        if tool_timeout is not None and (
+            not isinstance(tool_timeout, timedelta) or tool_timeout <= timedelta(0)
+        ):
+            problems.append(f"tool_timeout must be a positive timedelta, got {tool_timeout!r}")
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
             problems.append(f"max_turns must be an int >= 1, got {max_turns!r}")
         if budget_tokens is not None and (
@@ -59,11 +87,52 @@ class Agent:
             raise DefinitionError(f"agent {name!r}", problems)
         self.name = name
         self.instructions = instructions
-        self.tools: dict[str, Tool] = {t.name: t for t in tools}
+        self.description = description or instructions.split("\n\n")[0][:200]
+        self.tools: dict[str, Tool] = {t.name: t for t in tools if isinstance(t, Tool)}
+        self.client_tools: dict[str, ClientTool] = {
+            t.name: t for t in tools if isinstance(t, ClientTool)
+        }
+        self.sub_agents: dict[str, Agent] = {f"{SUBAGENT_PREFIX}{a.name}": a for a in sub_agents}
+        self.tool_timeout = tool_timeout
         self.max_turns = max_turns
         self.budget_tokens = budget_tokens
         self.budget_usd = float(budget_usd) if budget_usd is not None else None
         self.model_settings = dict(model_settings or {})
 
     def __repr__(self) -> str:
-        return f"Agent({self.name!r}, tools={list(self.tools)})"
+        return f"Agent({self.name!r}, tools={self.tool_names()})"
+
+    def tool_names(self) -> list[str]:
+        return [*self.tools, *self.client_tools, *self.sub_agents]
+
+    def wait_timeout(self, tool_name: str) -> timedelta:
+        """The timeout chain for a human wait: per tool, then per agent, then 5 minutes."""
+        own: timedelta | None = None
+        if tool_name in self.client_tools:
+            own = self.client_tools[tool_name].timeout
+        elif tool_name in self.tools:
+            own = self.tools[tool_name].approval_timeout
+        return own or self.tool_timeout or DEFAULT_TIMEOUT
+
+    def tool_specs(self) -> list[tuple[str, str, dict[str, object]]]:
+        """(name, description, JSON schema) of every tool the model may call."""
+        specs: list[tuple[str, str, dict[str, object]]] = [
+            (t.name, t.description, t.input_schema) for t in self.tools.values()
+        ]
+        specs += [(t.name, t.description, t.input_schema) for t in self.client_tools.values()]
+        specs += [
+            (n, a.description or f"Delegate a task to the {a.name} agent", SUBAGENT_PARAMETERS)
+            for n, a in self.sub_agents.items()
+        ]
+        return specs
+
+    def family(self) -> list[Agent]:
+        """This agent and every sub-agent below it, each once."""
+        out: dict[str, Agent] = {}
+        stack: list[Agent] = [self]
+        while stack:
+            a = stack.pop()
+            if a.name not in out:
+                out[a.name] = a
+                stack.extend(a.sub_agents.values())
+        return list(out.values())

@@ -6,16 +6,19 @@ agent queue (any worker picks it up) in the same transaction that records the se
 
 from __future__ import annotations
 
+import json
 import time
+from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOSClient
 
-from .errors import ConfigurationError, SessionNotFoundError
+from .errors import ConfigurationError, InvalidRequestError, SessionNotFoundError
 from .ids import new_session_id
 from .outcome import TERMINAL, SessionInfo
 from .settings import Settings
-from .store import queries
+from .store import queries, submit
+from .store.submit import InterruptOutcome, PendingCall, PendingKind, SubmitOutcome
 from .store.db import create_sync_engine, sqlalchemy_url
 from .store.migrate import prepare_database
 
@@ -107,3 +110,91 @@ class AgentClient:
                 state = info.status if info else "not started"
                 raise TimeoutError(f"session {session_id} still {state} after {timeout}s")
             time.sleep(poll)
+
+    def submit_tool_result(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        *,
+        result: Any = None,
+        error: str | None = None,
+    ) -> SubmitOutcome:
+        """Answer a client-tool call, addressed by the *root* session id.
+
+        Give ``result`` (validated against the tool's output schema; ``InvalidResultError``
+        lists what is wrong) or ``error`` (a sentence the model will read; not validated).
+        Returns ``accepted``, ``already_completed``, ``unknown_tool_call`` or
+        ``late_answer_after_timeout``; submitting twice delivers once.
+        """
+        if error is not None and result is not None:
+            raise InvalidRequestError("give either result or error, not both")
+        payload: dict[str, Any] = (
+            {"kind": "error", "error": str(error)}
+            if error is not None
+            else {"kind": "result", "result": result}
+        )
+        return self._submit(session_id, tool_call_id, "client", payload)
+
+    def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitOutcome:
+        """Approve or deny an approval-gated tool call (root session id)."""
+        if not isinstance(approved, bool):
+            raise InvalidRequestError("approved must be true or false")
+        payload = {"kind": "approval", "approved": approved, "reason": reason}
+        return self._submit(session_id, tool_call_id, "approval", payload)
+
+    def fail(self, session_id: str, tool_call_id: str, error: str) -> SubmitOutcome:
+        """Operator escape hatch: settle a stuck call of either kind with an error result."""
+        return self._submit(session_id, tool_call_id, "client", {"kind": "error", "error": error})
+
+    def _submit(
+        self, session_id: str, tool_call_id: str, kind: PendingKind, payload: dict[str, Any]
+    ) -> SubmitOutcome:
+        try:
+            json.dumps(payload)
+        except (TypeError, ValueError) as exc:
+            raise InvalidRequestError(f"the submission is not JSON-serializable: {exc}") from exc
+        return submit.submit(
+            self.engine,
+            self.dbos,
+            session_id=session_id,
+            tool_call_id=tool_call_id,
+            kind=kind,
+            payload=payload,
+        )
+
+    def pending(
+        self,
+        *,
+        session_id: str | None = None,
+        tenant_id: str | None = None,
+        user_id: str | None = None,
+        kind: PendingKind | None = None,
+        include_resolved: bool = False,
+        limit: int = 100,
+    ) -> list[PendingCall]:
+        """Open waits, oldest deadline first; filter by root session, tenant, user or kind."""
+        return submit.pending(
+            self.engine,
+            session_id=session_id,
+            tenant_id=tenant_id,
+            user_id=user_id,
+            kind=kind,
+            include_resolved=include_resolved,
+            limit=limit,
+        )
+
+    def interrupt(self, session_id: str) -> InterruptOutcome:
+        """Stop a session and its sub-agents now; late submits get ``unknown_tool_call``.
+        A new message continues the session afterwards."""
+        return submit.interrupt(self.engine, self.dbos, session_id)
+
+    def reap_tombstones(self, retention_seconds: float | None = None) -> int:
+        """Delete settled pending rows older than the retention window (default 24 h)."""
+        retention = (
+            retention_seconds
+            if retention_seconds is not None
+            else self.settings.tombstone_retention_sec
+        )
+        return submit.reap_tombstones(self.engine, retention)

@@ -10,6 +10,9 @@
     ├── SessionNotFoundError       no session with that id
     ├── SessionBusyError           a message was sent to a session whose run is still going
     ├── RuntimeNotLaunchedError    a worker-side call before AgentRuntime.launch()
+    ├── InvalidRequestError        a submit that cannot apply (wrong kind, malformed body)
+    │   ├── InvalidResultError     the result fails the client tool's output schema
+    │   └── NotRootSessionError    submits go to the root session; names the root
     └── ModelError                 the model provider failed for good (not retried further)
         └── TransientModelError    a provider failure worth retrying (429, 5xx, timeout)
 
@@ -97,3 +100,39 @@ class TransientModelError(ModelError):
     """A provider failure worth retrying with backoff (rate limit, 5xx, timeout)."""
 
     code = "MODEL_TRANSIENT"
+
+
+class InvalidRequestError(DbosAgentsError, ValueError):
+    """A submit that cannot apply: wrong kind for the pending call, or a malformed body."""
+
+    code = "INVALID_REQUEST"
+
+
+class InvalidResultError(InvalidRequestError):
+    """A submitted result fails the client tool's output schema; nothing was changed."""
+
+    code = "INVALID_RESULT"
+
+    def __init__(self, message: str, errors: list[dict[str, object]]) -> None:
+        self.errors = errors
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.errors))
+
+
+class NotRootSessionError(InvalidRequestError):
+    """Submits address the root session; this id belongs to a sub-agent's session."""
+
+    code = "NOT_ROOT_SESSION"
+
+    def __init__(self, session_id: str, root_session_id: str) -> None:
+        self.session_id = session_id
+        self.root_session_id = root_session_id
+        super().__init__(
+            f"session {session_id!r} is a sub-agent session; submit against its root "
+            f"session {root_session_id!r}"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.session_id, self.root_session_id))

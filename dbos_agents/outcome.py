@@ -9,9 +9,13 @@ from pydantic import BaseModel
 
 from .messages import Usage
 
-RunStatus = Literal["completed", "max_turns", "budget_exhausted", "failed"]
-SessionStatus = Literal["queued", "running", "completed", "max_turns", "budget_exhausted", "failed"]
-TERMINAL: frozenset[str] = frozenset({"completed", "max_turns", "budget_exhausted", "failed"})
+RunStatus = Literal["completed", "max_turns", "budget_exhausted", "failed", "interrupted"]
+SessionStatus = Literal[
+    "queued", "running", "completed", "max_turns", "budget_exhausted", "failed", "interrupted"
+]
+TERMINAL: frozenset[str] = frozenset(
+    {"completed", "max_turns", "budget_exhausted", "failed", "interrupted"}
+)
 
 
 class RunOutcome(BaseModel):

@@ -18,6 +18,11 @@ ToolErrorKind = Literal[
     "invalid-arguments",
     "unknown-tool",
     "tool-durability-error",
+    "client_tool_timeout",
+    "client-error",
+    "approval-denied",
+    "subagent-failed",
+    "interrupted",
 ]
 
 

@@ -37,4 +37,6 @@ class Settings(BaseSettings):
     model_backoff_initial_sec: float = 0.5
     model_backoff_max_sec: float = 10.0
     connect_timeout_sec: float = 5.0
+    tombstone_retention_sec: float = 24 * 3600
+    """How long settled pending calls are kept, so duplicate submits say already_completed."""
     log_level: str = "WARNING"

@@ -13,6 +13,7 @@ import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
@@ -131,6 +132,7 @@ class Tool:
         description: str | None = None,
         safe_to_retry: bool = False,
         requires_approval: bool = False,
+        approval_timeout: timedelta | None = None,
     ) -> None:
         self.name: str = name if name is not None else str(getattr(fn, "__name__", ""))
         problems = check_name("tool", self.name)
@@ -139,12 +141,19 @@ class Tool:
         sig = _parse_signature(fn, self.name, problems)
         if safe_to_retry and requires_approval:
             problems.append("safe_to_retry and requires_approval exclude each other")
+        if approval_timeout is not None and not requires_approval:
+            problems.append("approval_timeout needs requires_approval=True")
+        if approval_timeout is not None and (
+            not isinstance(approval_timeout, timedelta) or approval_timeout <= timedelta(0)
+        ):
+            problems.append(f"approval_timeout must be a positive timedelta, got {approval_timeout!r}")
         if problems:
             raise DefinitionError(f"tool {self.name!r}", problems)
         self.fn = fn
         self.description = description if description is not None else _describe(fn)
         self.safe_to_retry = safe_to_retry
         self.requires_approval = requires_approval
+        self.approval_timeout = approval_timeout
         self._sig = sig
         self.verify_fn: Callable[..., Any] | None = None
 
@@ -235,6 +244,7 @@ def tool(
     description: str | None = None,
     safe_to_retry: bool = False,
     requires_approval: bool = False,
+    approval_timeout: timedelta | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -246,8 +256,12 @@ def tool(
     description: str | None = None,
     safe_to_retry: bool = False,
     requires_approval: bool = False,
+    approval_timeout: timedelta | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Declare a server tool. Side-effecting (at most once per call) unless ``safe_to_retry``."""
+    """Declare a server tool. Side-effecting (at most once per call) unless ``safe_to_retry``.
+
+    With ``requires_approval=True`` each call waits durably for ``AgentClient.submit_approval``
+    (up to ``approval_timeout``, else the agent's ``tool_timeout``, else 5 minutes)."""
 
     def decorate(f: Callable[..., Any]) -> Tool:
         return Tool(
@@ -256,6 +270,7 @@ def tool(
             description=description,
             safe_to_retry=safe_to_retry,
             requires_approval=requires_approval,
+            approval_timeout=approval_timeout,
         )
 
     return decorate if fn is None else decorate(fn)

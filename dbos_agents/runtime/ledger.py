@@ -23,6 +23,17 @@ from ..results import ToolResult
 S = "dbos_agents"
 
 
+class WaitSpec(TypedDict):
+    """A client-tool or approval call to register before waiting on it."""
+
+    tool_call_id: str
+    kind: str
+    tool: str
+    arguments: str
+    timeout_sec: float
+    output_schema: dict[str, Any] | None
+
+
 class LedgerCall(TypedDict):
     tool_call_id: str
     tool: str
@@ -49,6 +60,12 @@ class Ledger:
         self.finish_run = tx(name="dbos_agents.finish_run.v1", isolation_level="READ COMMITTED")(
             self._finish_run
         )
+        self.register_waits = tx(
+            name="dbos_agents.register_waits.v1", isolation_level="READ COMMITTED"
+        )(self._register_waits)
+        self.settle_timeout = tx(
+            name="dbos_agents.settle_timeout.v1", isolation_level="READ COMMITTED"
+        )(self._settle_timeout)
 
     async def _exec(self, sql: str, params: dict[str, Any] | None = None) -> sa.Result[Any]:
         return await self.ds.sql_session().execute(sa.text(sql), params or {})
@@ -102,6 +119,8 @@ class Ledger:
         await self._exec(
             f"SELECT 1 FROM {S}.sessions WHERE id = :s FOR UPDATE", {"s": spec["session_id"]}
         )
+        await self._close_dangling_calls(spec)
+        await self._deliver_late_notices(spec)
         seq = await self._next_seq(spec["session_id"])
         await self._insert_message(spec, seq, Message(role="user", content=spec["message"]))
         rows = await self._exec(
@@ -172,8 +191,12 @@ class Ledger:
             {"s": sid, "i": u.input_tokens, "o": u.output_tokens, "c": u.cost_usd},
         )
 
-    async def _record_results(self, spec: RunSpec, results: list[dict[str, Any]]) -> None:
-        """Write #2: one tool message per call and the ledger rows settled."""
+    async def _record_results(
+        self, spec: RunSpec, results: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Write #2: one tool message per call, ledger rows and pending rows settled.
+
+        Returns the late-answer notices delivered with it, for the next model turn."""
         sid = spec["session_id"]
         await self._exec(f"SELECT 1 FROM {S}.sessions WHERE id = :s FOR UPDATE", {"s": sid})
         seq = await self._next_seq(sid)
@@ -195,7 +218,14 @@ class Ledger:
                     "id": res.tool_call_id,
                 },
             )
+            await self._exec(
+                f"UPDATE {S}.pending_calls SET status = 'resolved', resolved_at = now()"
+                " WHERE root_session_id = :r AND tool_call_id = :id"
+                " AND status IN ('waiting', 'submitted')",
+                {"r": spec["root_session_id"], "id": res.tool_call_id},
+            )
         await self._exec(f"UPDATE {S}.sessions SET updated_at = now() WHERE id = :s", {"s": sid})
+        return [m.model_dump(mode="json") for m in await self._deliver_late_notices(spec)]
 
     async def _finish_run(
         self, spec: RunSpec, status: str, output: str | None, error: str | None
@@ -205,6 +235,101 @@ class Ledger:
             " updated_at = now() WHERE id = :s",
             {"st": status, "out": output, "err": error, "s": spec["session_id"]},
         )
+
+    async def _register_waits(
+        self, spec: RunSpec, owner_workflow_id: str, waits: list[WaitSpec]
+    ) -> dict[str, float]:
+        """Register pending rows (ownership on the root session); returns absolute deadlines
+        as epoch seconds, fixed here once and replayed from the checkpoint afterwards."""
+        deadlines: dict[str, float] = {}
+        for w in waits:
+            r = await self._exec(
+                f"INSERT INTO {S}.pending_calls (root_session_id, tool_call_id, owner_session_id,"
+                " owner_workflow_id, kind, tool, arguments, deadline, output_schema, status,"
+                " user_id, tenant_id) VALUES (:root, :id, :owner, :wf, :kind, :tool, :args,"
+                " now() + make_interval(secs => :timeout), CAST(:schema AS jsonb), 'waiting',"
+                " :u, :t) RETURNING extract(epoch FROM deadline)",
+                {
+                    "root": spec["root_session_id"],
+                    "id": w["tool_call_id"],
+                    "owner": spec["session_id"],
+                    "wf": owner_workflow_id,
+                    "kind": w["kind"],
+                    "tool": w["tool"],
+                    "args": w["arguments"],
+                    "timeout": w["timeout_sec"],
+                    "schema": json.dumps(w["output_schema"]),
+                    "u": spec["user_id"],
+                    "t": spec["tenant_id"],
+                },
+            )
+            deadlines[w["tool_call_id"]] = float(r.scalar_one())
+        return deadlines
+
+    async def _settle_timeout(self, root_session_id: str, tool_call_id: str) -> str:
+        """At the deadline: mark the row timed out unless a submit or an interrupt won the
+        race; returns the status the row is left in."""
+        r = await self._exec(
+            f"UPDATE {S}.pending_calls SET status = CASE WHEN status = 'waiting'"
+            " THEN 'timed_out' ELSE status END, resolved_at = CASE WHEN status = 'waiting'"
+            " THEN now() ELSE resolved_at END WHERE root_session_id = :r"
+            " AND tool_call_id = :id RETURNING status",
+            {"r": root_session_id, "id": tool_call_id},
+        )
+        return str(r.scalar_one())
+
+    async def _close_dangling_calls(self, spec: RunSpec) -> None:
+        """Calls left without a result by an interrupted run get one, so the transcript
+        stays well-formed (every tool call answered) before the next user message."""
+        rows = await self._exec(
+            f"SELECT tool_call_id, tool, status FROM {S}.tool_calls WHERE session_id = :s"
+            " AND status IN ('requested', 'dispatched') ORDER BY turn, tool_call_id",
+            {"s": spec["session_id"]},
+        )
+        dangling = rows.all()
+        if not dangling:
+            return
+        results = []
+        for row in dangling:
+            detail = (
+                " It may or may not have taken effect."
+                if row.status == "dispatched"
+                else " It did not run."
+            )
+            results.append(
+                ToolResult.failure(
+                    row.tool_call_id,
+                    row.tool,
+                    "interrupted",
+                    f"The session was interrupted before this call finished.{detail}",
+                ).model_dump(mode="json")
+            )
+        await self._record_results(spec, results)
+
+    async def _deliver_late_notices(self, spec: RunSpec) -> list[Message]:
+        """One notice per late answer, the first time the owning session runs a turn after it."""
+        rows = (
+            await self._exec(
+                f"UPDATE {S}.pending_calls SET late_noticed = true WHERE owner_session_id = :s"
+                " AND late_submission IS NOT NULL AND NOT late_noticed"
+                " RETURNING tool_call_id, tool, late_submission",
+                {"s": spec["session_id"]},
+            )
+        ).all()
+        notices = []
+        seq = await self._next_seq(spec["session_id"])
+        for offset, row in enumerate(sorted(rows, key=lambda r: r.tool_call_id)):
+            msg = Message(
+                role="system",
+                content=(
+                    f"Late answer: the result of {row.tool} (call {row.tool_call_id}) arrived "
+                    "after that call had timed out, so it was not used. It was: "
+                    + json.dumps(row.late_submission, sort_keys=True)
+                ),
+            )
+            await self._insert_message(spec, seq + offset, msg)
+            notices.append(msg)
+        return notices
 
     async def mark_dispatched(self, session_id: str, tool_call_id: str) -> tuple[str, int]:
         """Commit ``dispatched`` before the handler runs; returns (previous status, attempts)."""

@@ -85,13 +85,15 @@ class AgentRuntime:
         self.settings = settings or Settings()
         if database_url is not None:
             self.settings = self.settings.model_copy(update={"database_url": database_url})
-        names = [a.name for a in agents]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ConfigurationError(f"two agents share a name: {', '.join(dupes)}")
+        family: dict[str, Agent] = {}
+        for top in agents:
+            for a in top.family():
+                if family.setdefault(a.name, a) is not a:
+                    raise ConfigurationError(f"two different agents are named {a.name!r}")
         if not isinstance(model, Model):
             raise ConfigurationError(f"model {model!r} does not implement the Model protocol")
-        self.agents = {a.name: a for a in agents}
+        self.agents = family
+        """Every agent this worker can run, sub-agents included."""
         self.model = model
         self._engine: sa.Engine | None = None
         self._client: DBOSClient | None = None

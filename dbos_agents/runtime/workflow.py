@@ -8,6 +8,7 @@ deterministic: it reads no clock, no randomness and no environment, and all I/O 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from typing import Any
 
@@ -23,8 +24,15 @@ from ..outcome import RunOutcome, RunSpec, RunStatus
 from ..results import ToolResult
 from .context import get_context
 from .crashpoints import crash_point
-from .ledger import LedgerCall
+from .ledger import LedgerCall, WaitSpec
 from .steps import ToolCallSpec, model_step, tool_step
+from .waits import (
+    RunInterrupted,
+    finish_sub_agent,
+    run_approval_call,
+    run_client_call,
+    start_sub_agent,
+)
 
 
 def _budget_left(agent: Agent, usage: Usage) -> bool:
@@ -33,11 +41,14 @@ def _budget_left(agent: Agent, usage: Usage) -> bool:
     return not (agent.budget_usd is not None and usage.cost_usd >= agent.budget_usd)
 
 
-def _unique_ids(calls: list[ToolCall], used: set[str], turn: int) -> list[ToolCall]:
-    """Give every call an id unique in the session: the ledger keys on (session, id)."""
+def _unique_ids(
+    calls: list[ToolCall], used: set[str], turn: int, namespace: str
+) -> list[ToolCall]:
+    """Give every call an id unique in the session, and in a sub-agent unique under the
+    root too: the ledger keys on (session, id) and pending calls on (root session, id)."""
     out = []
     for i, c in enumerate(calls):
-        cid = c.id or f"call_{turn}_{i + 1}"
+        cid = (c.id or f"call_{turn}_{i + 1}") + namespace
         if cid in used:
             cid = f"{cid}_{turn}_{i + 1}"
         used.add(cid)
@@ -47,17 +58,21 @@ def _unique_ids(calls: list[ToolCall], used: set[str], turn: int) -> list[ToolCa
 
 def _prevalidate(agent: Agent, call: ToolCall) -> ToolResult | dict[str, Any]:
     """Pure checks before dispatch: an unknown tool or bad arguments become results."""
-    tool = agent.tools.get(call.name)
-    if tool is None:
+    validator: Any = agent.tools.get(call.name) or agent.client_tools.get(call.name)
+    if validator is None and call.name not in agent.sub_agents:
         return ToolResult.failure(
             call.id,
             call.name,
             "unknown-tool",
-            f"there is no tool named {call.name!r}; available: {', '.join(agent.tools) or '-'}",
+            f"there is no tool named {call.name!r}; available: "
+            f"{', '.join(agent.tool_names()) or '-'}",
         )
     try:
         args = call.parsed_arguments()
-        tool.validate_arguments(args)
+        if validator is not None:
+            validator.validate_arguments(args)
+        elif not isinstance(args.get("message"), str) or set(args) != {"message"}:
+            raise ValueError('sub-agent tools take exactly {"message": "<task>"}')
     except ValidationError as exc:
         return ToolResult.failure(
             call.id,
@@ -68,44 +83,98 @@ def _prevalidate(agent: Agent, call: ToolCall) -> ToolResult | dict[str, Any]:
         )
     except ValueError as exc:
         return ToolResult.failure(
-            call.id, call.name, "invalid-arguments", f"arguments are not a JSON object: {exc}"
+            call.id, call.name, "invalid-arguments", f"invalid arguments: {exc}"
         )
     return args
 
 
+def _call_spec(spec: RunSpec, agent: Agent, call: ToolCall, args: dict[str, Any]) -> ToolCallSpec:
+    return ToolCallSpec(
+        agent=agent.name,
+        session_id=spec["session_id"],
+        root_session_id=spec["root_session_id"],
+        user_id=spec["user_id"],
+        tenant_id=spec["tenant_id"],
+        tool_call_id=call.id,
+        tool=call.name,
+        arguments=args,
+        idempotency_key=idempotency_key(spec["session_id"], call.id),
+    )
+
+
 async def _run_tools(spec: RunSpec, agent: Agent, calls: list[ToolCall]) -> list[ToolResult]:
+    """Run one turn's calls. Server tools run concurrently on step ids reserved in call
+    order; waits and sub-agents run in one sequence beside them, so every step id is the
+    same on replay."""
     results: dict[str, ToolResult] = {}
-    runnable: list[ToolCallSpec] = []
+    server: list[ToolCallSpec] = []
+    waits: list[WaitSpec] = []
+    approvals: dict[str, ToolCallSpec] = {}
+    subs: list[ToolCall] = []
     for call in calls:
         checked = _prevalidate(agent, call)
         if isinstance(checked, ToolResult):
             results[call.id] = checked
-            continue
-        runnable.append(
-            ToolCallSpec(
-                agent=agent.name,
-                session_id=spec["session_id"],
-                root_session_id=spec["root_session_id"],
-                user_id=spec["user_id"],
-                tenant_id=spec["tenant_id"],
-                tool_call_id=call.id,
-                tool=call.name,
-                arguments=checked,
-                idempotency_key=idempotency_key(spec["session_id"], call.id),
-            )
-        )
+        elif call.name in agent.sub_agents:
+            subs.append(call)
+        elif call.name in agent.client_tools:
+            waits.append(_wait(agent, call, "client", agent.client_tools[call.name].output_schema))
+        elif agent.tools[call.name].requires_approval:
+            waits.append(_wait(agent, call, "approval", None))
+            approvals[call.id] = _call_spec(spec, agent, call, checked)
+        else:
+            server.append(_call_spec(spec, agent, call, checked))
+    deadlines: dict[str, float] = {}
+    if waits:
+        owner = DBOS.workflow_id
+        assert owner is not None
+        deadlines = await get_context().ledger.register_waits(spec, owner, waits)
     # Reserve step ids in call order so a replay maps each call to the same checkpoint.
-    reservations = [DBOS.reserve_step() for _ in runnable]
-    outputs = await asyncio.gather(
-        *(
-            r.run_async({"name": f"dbos_agents.tool.v1:{s['tool']}"}, tool_step, s)
-            for r, s in zip(reservations, runnable, strict=True)
-        )
+    reservations = [DBOS.reserve_step() for _ in server]
+
+    async def sequence() -> list[ToolResult]:
+        out: list[ToolResult] = []
+        handles = [
+            (c, await start_sub_agent(spec, agent.sub_agents[c.name], c.id, c.arguments))
+            for c in subs
+        ]
+        for w in waits:
+            cid = w["tool_call_id"]
+            if cid in approvals:
+                out.append(
+                    await run_approval_call(spec, approvals[cid], deadlines[cid], w["timeout_sec"])
+                )
+            else:
+                out.append(
+                    await run_client_call(spec, w["tool"], cid, deadlines[cid], w["timeout_sec"])
+                )
+        for c, handle in handles:
+            out.append(await finish_sub_agent(handle, c.name, c.id))
+        return out
+
+    server_results, waited = await asyncio.gather(
+        asyncio.gather(
+            *(
+                r.run_async({"name": f"dbos_agents.tool.v1:{s['tool']}"}, tool_step, s)
+                for r, s in zip(reservations, server, strict=True)
+            )
+        ),
+        sequence(),
     )
-    for out in outputs:
-        res = ToolResult.model_validate(out)
+    for res in [*(ToolResult.model_validate(o) for o in server_results), *waited]:
         results[res.tool_call_id] = res
     return [results[c.id] for c in calls]
+
+
+def _wait(agent: Agent, call: ToolCall, kind: str, schema: dict[str, Any] | None) -> WaitSpec:
+    return WaitSpec(
+        tool_call_id=call.id,
+        kind=kind,
+        tool=call.name,
+        arguments=call.arguments,
+        timeout_sec=agent.wait_timeout(call.name).total_seconds(),
+        output_schema=schema,
+    )
 
 
 @DBOS.workflow(name=WORKFLOW_NAME)
@@ -118,10 +187,12 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
     messages = [Message.model_validate(m) for m in raw]
     used_ids = {c.id for m in messages for c in m.tool_calls}
     prior_turns = sum(1 for m in messages if m.role == "assistant")
-    tools = [
-        ToolSpec(name=t.name, description=t.description, parameters=t.input_schema)
-        for t in agent.tools.values()
-    ]
+    tools = [ToolSpec(name=n, description=d, parameters=p) for n, d, p in agent.tool_specs()]
+    namespace = (
+        ""
+        if spec["session_id"] == spec["root_session_id"]
+        else "@" + hashlib.sha256(spec["session_id"].encode()).hexdigest()[:8]
+    )
     usage = Usage()
     turns = 0
     status: RunStatus = "completed"
@@ -152,7 +223,7 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
         turns += 1
         usage = usage + response.usage
         turn_no = prior_turns + turns
-        calls = _unique_ids(response.tool_calls, used_ids, turn_no)
+        calls = _unique_ids(response.tool_calls, used_ids, turn_no, namespace)
         assistant = Message(role="assistant", content=response.text, tool_calls=calls)
         ledger_calls = [
             LedgerCall(
@@ -160,9 +231,7 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
                 tool=c.name,
                 arguments=c.arguments,
                 idempotency_key=idempotency_key(spec["session_id"], c.id),
-                safe_to_retry=bool(agent.tools[c.name].safe_to_retry)
-                if c.name in agent.tools
-                else True,
+                safe_to_retry=c.name not in agent.tools or agent.tools[c.name].safe_to_retry,
             )
             for c in calls
         ]
@@ -179,14 +248,19 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
         if not calls:
             output = response.text
             break
-        results = await _run_tools(spec, agent, calls)
+        try:
+            results = await _run_tools(spec, agent, calls)
+        except RunInterrupted:
+            status = "interrupted"
+            break
         crash_point("after_tool_steps")
-        await ledger.record_results(spec, [r.model_dump(mode="json") for r in results])
+        notices = await ledger.record_results(spec, [r.model_dump(mode="json") for r in results])
         crash_point("after_results")
         messages.extend(
             Message(role="tool", content=r.content(), tool_call_id=r.tool_call_id, name=r.tool)
             for r in results
         )
+        messages.extend(Message.model_validate(n) for n in notices)
     await ledger.finish_run(spec, status, output, error)
     return RunOutcome(
         session_id=spec["session_id"],

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..client import AgentClient
-from ..outcome import SessionInfo
+from ..outcome import TERMINAL, SessionInfo
 from ..runtime.crashpoints import CRASH_POINTS
 from ..runtime.crashpoints import ENV_VAR as CRASH_ENV
 from ..store.queries import HistoryEntry, ToolCallRecord
@@ -168,7 +168,7 @@ class CrashHarness:
                     crashed = code == -signal.SIGKILL
                     break
                 info = self.client.session(sid)
-                if info.status in ("completed", "max_turns", "budget_exhausted", "failed"):
+                if info.status in TERMINAL:
                     break  # the crash point was never reached
                 time.sleep(0.05)
             else:

@@ -9,7 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from dbos_agents import Agent, ModelResponse, ToolContext, TransientModelError, tool
+from datetime import timedelta
+
+from dbos_agents import Agent, ModelResponse, ToolContext, TransientModelError, client_tool, tool
 from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
 
 EFFECTS: Counter[str] = Counter()
@@ -61,6 +63,35 @@ async def slow_async(ctx: ToolContext, label: str) -> str:
 async def explode(reason: str) -> str:
     """Always raises."""
     raise RuntimeError(f"kaboom: {reason}")
+
+
+class ConfirmIn(BaseModel):
+    """Ask the customer to confirm something."""
+
+    question: str
+
+
+class ConfirmOut(BaseModel):
+    ok: bool
+    note: str = ""
+
+
+confirm = client_tool("confirm", input=ConfirmIn, output=ConfirmOut)
+confirm_fast = client_tool(
+    "confirm_fast", input=ConfirmIn, output=ConfirmOut, timeout=timedelta(seconds=1)
+)
+
+
+@tool(requires_approval=True)
+async def close_account(ctx: ToolContext, account_id: str) -> dict[str, Any]:
+    """Close an account (needs a human's approval)."""
+    with _lock:
+        EFFECTS[f"close:{ctx.session_id}:{account_id}"] += 1
+    return {"closed": account_id}
+
+
+def _last_tool(request: ModelRequest) -> str:
+    return next((m.content or "" for m in reversed(request.messages) if m.role == "tool"), "")
 
 
 def _turn(request: ModelRequest) -> int:
@@ -122,6 +153,24 @@ def respond(request: ModelRequest) -> str | ModelResponse:
         if turn == 1:
             return calls(call("get_order", {"order_id": "3"}, id="same"))
         return "ok"
+    if agent in ("asker", "leaf"):
+        if turn == 0:
+            return calls(call("confirm", {"question": _last_user(request)}))
+        return f"{agent} got: {_last_tool(request)}"
+    if agent == "impatient":
+        if turn == 0:
+            return calls(call("confirm_fast", {"question": "quick?"}))
+        notes = [m.content for m in request.messages if m.role == "system"]
+        return f"impatient got: {_last_tool(request)} notes={len(notes)}"
+    if agent == "closer":
+        if turn == 0:
+            return calls(call("close_account", {"account_id": "acc-1"}))
+        return f"closer got: {_last_tool(request)}"
+    if agent in ("boss", "middle"):
+        child = "subagent__middle" if agent == "boss" else "subagent__leaf"
+        if turn == 0:
+            return calls(call(child, {"message": f"from {agent}: {_last_user(request)}"}))
+        return f"{agent} got: {_last_tool(request)}"
     raise AssertionError(f"no script for {agent}")
 
 
@@ -136,4 +185,11 @@ AGENTS = [
     Agent("chat"),
     Agent("flaky"),
     Agent("dupes", tools=[get_order]),
+    Agent("asker", tools=[confirm], tool_timeout=timedelta(minutes=10)),
+    Agent("impatient", tools=[confirm_fast]),
+    Agent("closer", tools=[close_account]),
+    Agent(
+        "boss",
+        sub_agents=[Agent("middle", sub_agents=[Agent("leaf", tools=[confirm])])],
+    ),
 ]

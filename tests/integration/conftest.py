@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
-from dbos_agents import AgentRuntime, Settings
+from dbos_agents import AgentClient, AgentRuntime, Settings
 from dbos_agents.testing import create_fresh_database, drop_database
 
 from .agents import AGENTS, MODEL
@@ -41,3 +41,10 @@ async def runtime(integration_database_url: str) -> AsyncIterator[AgentRuntime]:
     await rt.launch()
     yield rt
     await rt.shutdown()
+
+
+@pytest.fixture(scope="session")
+def client(integration_database_url: str) -> Iterator[AgentClient]:
+    c = AgentClient(integration_database_url)
+    yield c
+    c.close()

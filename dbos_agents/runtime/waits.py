@@ -1,0 +1,170 @@
+"""Durable waits inside the session workflow: client tools, approvals and sub-agents.
+
+A wait is ``DBOS.recv_async(topic=tool_call_id)``: no thread is held, the absolute deadline
+is stored by DBOS and survives restarts, and a result submitted before the workflow reaches
+``recv`` (or while the worker is down) is buffered in the notifications table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from dbos import DBOS, SetWorkflowID
+from dbos._error import DBOSAwaitedWorkflowCancelledError
+
+from ..agent import Agent
+from ..outcome import RunOutcome, RunSpec
+from ..results import ToolResult
+from .context import get_context
+from .steps import ToolCallSpec, tool_step
+
+log = logging.getLogger("dbos_agents")
+
+
+class RunInterrupted(Exception):
+    """An interrupt was delivered to a wait: the run stops as ``interrupted``."""
+
+
+@DBOS.step(name="dbos_agents.remaining.v1")
+async def remaining_step(deadline_epoch: float) -> float:
+    """Seconds left until an absolute deadline (the clock is read in a step, not the body)."""
+    return max(0.0, deadline_epoch - time.time())
+
+
+async def wait_for_submission(
+    spec: RunSpec, kind: str, tool: str, tool_call_id: str, deadline: float
+) -> dict[str, Any] | None:
+    """Wait for the payload sent by ``AgentClient``; ``None`` when the deadline passed."""
+    remaining = await remaining_step(deadline)
+    log.info(
+        "client_tool.suspended",
+        extra={
+            "event": "client_tool.suspended",
+            "session_id": spec["session_id"],
+            "tool_call_id": tool_call_id,
+            "tool": tool,
+            "kind": kind,
+            "deadline": deadline,
+        },
+    )
+    payload = await DBOS.recv_async(tool_call_id, timeout_seconds=remaining)
+    if payload is None:
+        status = await get_context().ledger.settle_timeout(spec["root_session_id"], tool_call_id)
+        if status == "submitted":  # a submit committed just as the deadline passed: use it
+            payload = await DBOS.recv_async(tool_call_id, timeout_seconds=30)
+        elif status == "cancelled":
+            raise RunInterrupted(tool_call_id)
+        else:
+            log.warning(
+                "client_tool.timeout",
+                extra={
+                    "event": "client_tool.timeout",
+                    "session_id": spec["session_id"],
+                    "tool_call_id": tool_call_id,
+                    "deadline": deadline,
+                },
+            )
+            return None
+    if isinstance(payload, dict) and payload.get("kind") == "interrupt":
+        log.warning(
+            "client_tool.aborted",
+            extra={"event": "client_tool.aborted", "tool_call_id": tool_call_id},
+        )
+        raise RunInterrupted(tool_call_id)
+    return payload if isinstance(payload, dict) else {"kind": "error", "error": repr(payload)}
+
+
+def timeout_result(tool_call_id: str, tool: str, timeout_sec: float) -> ToolResult:
+    return ToolResult.failure(
+        tool_call_id,
+        tool,
+        "client_tool_timeout",
+        f"No answer for {tool!r} arrived within {timeout_sec:g} seconds, so the call timed "
+        "out. Tell the user, or try again if it still matters.",
+    )
+
+
+async def run_client_call(
+    spec: RunSpec, tool: str, tool_call_id: str, deadline: float, timeout_sec: float
+) -> ToolResult:
+    payload = await wait_for_submission(spec, "client", tool, tool_call_id, deadline)
+    if payload is None:
+        return timeout_result(tool_call_id, tool, timeout_sec)
+    if payload.get("kind") == "error":
+        return ToolResult.failure(tool_call_id, tool, "client-error", str(payload.get("error")))
+    return ToolResult.success(tool_call_id, tool, payload.get("result"))
+
+
+async def run_approval_call(
+    spec: RunSpec, call: ToolCallSpec, deadline: float, timeout_sec: float
+) -> ToolResult:
+    payload = await wait_for_submission(
+        spec, "approval", call["tool"], call["tool_call_id"], deadline
+    )
+    if payload is None:
+        return timeout_result(call["tool_call_id"], call["tool"], timeout_sec)
+    if payload.get("kind") == "error":
+        return ToolResult.failure(
+            call["tool_call_id"], call["tool"], "client-error", str(payload.get("error"))
+        )
+    if not payload.get("approved"):
+        reason = payload.get("reason")
+        return ToolResult.failure(
+            call["tool_call_id"],
+            call["tool"],
+            "approval-denied",
+            "A human denied this call" + (f": {reason}" if reason else "."),
+        )
+    out = await DBOS.run_step_async(
+        {"name": f"dbos_agents.tool.v1:{call['tool']}"}, tool_step, call
+    )
+    return ToolResult.model_validate(out)
+
+
+def child_session_id(parent_workflow_id: str, tool_call_id: str) -> str:
+    return f"{parent_workflow_id}::sub::{tool_call_id}"
+
+
+async def start_sub_agent(
+    spec: RunSpec, sub: Agent, tool_call_id: str, arguments: str
+) -> Any:
+    """Start the child workflow (deterministic id); returns its handle."""
+    from .workflow import session_workflow
+
+    parent_wf = DBOS.workflow_id
+    assert parent_wf is not None
+    child = child_session_id(parent_wf, tool_call_id)
+    message = str(json.loads(arguments).get("message", ""))
+    child_spec = RunSpec(
+        session_id=child,
+        root_session_id=spec["root_session_id"],
+        parent_session_id=spec["session_id"],
+        agent=sub.name,
+        run_seq=1,
+        message=message,
+        user_id=spec["user_id"],
+        tenant_id=spec["tenant_id"],
+    )
+    with SetWorkflowID(child):
+        return await DBOS.start_workflow_async(session_workflow, child_spec)
+
+
+async def finish_sub_agent(handle: Any, tool: str, tool_call_id: str) -> ToolResult:
+    try:
+        outcome = RunOutcome.model_validate(await handle.get_result())
+    except DBOSAwaitedWorkflowCancelledError:  # the child was interrupted
+        raise RunInterrupted(tool_call_id) from None
+    if outcome.status == "interrupted":
+        raise RunInterrupted(tool_call_id)
+    if outcome.status == "completed":
+        return ToolResult.success(tool_call_id, tool, outcome.output or "")
+    return ToolResult.failure(
+        tool_call_id,
+        tool,
+        "subagent-failed",
+        f"The sub-agent stopped with status {outcome.status}"
+        + (f": {outcome.error}" if outcome.error else ""),
+    )
