@@ -219,6 +219,9 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
         except ModelError as exc:
             status, error = "failed", str(exc)
             break
+        except Exception as exc:  # an adapter bug: fail the run clearly, never hang it
+            status, error = "failed", f"model adapter raised {type(exc).__name__}: {exc}"
+            break
         crash_point("after_model_step")
         turns += 1
         usage = usage + response.usage

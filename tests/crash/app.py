@@ -6,7 +6,11 @@ the test can count effects and model calls across SIGKILLs.
 
 from __future__ import annotations
 
-from dbos_agents import Agent, AgentRuntime, ModelResponse, ToolContext, tool
+from datetime import timedelta
+
+from pydantic import BaseModel
+
+from dbos_agents import Agent, AgentRuntime, ModelResponse, ToolContext, client_tool, tool
 from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
 from dbos_agents.testing import Witness
 
@@ -39,9 +43,25 @@ async def _refund_happened(ctx: ToolContext, order_id: str, cents: int) -> dict[
     return {"refunded": cents, "order_id": order_id} if happened else None
 
 
+class AskIn(BaseModel):
+    question: str
+
+
+class AskOut(BaseModel):
+    answer: str
+
+
+ask = client_tool("ask", input=AskIn, output=AskOut, timeout=timedelta(seconds=6))
+
+
 def _respond(request: ModelRequest) -> str | ModelResponse:
     """Turn 1 calls the tool named by the user message; turn 2 answers."""
     turn = sum(1 for m in request.messages if m.role == "assistant")
+    if request.agent == "waiter":
+        if turn == 0:
+            return calls(call("ask", {"question": request.messages[0].content or ""}))
+        last = next(m.content for m in reversed(request.messages) if m.role == "tool")
+        return f"waiter got: {last}"
     if turn == 0:
         tool_name = request.messages[0].content or "charge"
         return calls(call(tool_name, {"order_id": "o-1", "cents": 500}))
@@ -56,4 +76,5 @@ def _on_call(request: ModelRequest) -> None:
 def runtime() -> AgentRuntime:
     model = ScriptedModel(respond=_respond, on_call=_on_call)
     agent = Agent("crashy", "test agent", tools=[charge, lookup, refund])
-    return AgentRuntime([agent], model)
+    waiter = Agent("waiter", "asks the user", tools=[ask])
+    return AgentRuntime([agent, waiter], model)
