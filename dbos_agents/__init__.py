@@ -23,8 +23,8 @@ from .outcome import RunOutcome, SessionInfo
 from .results import ToolError, ToolResult
 from .runtime import AgentRuntime, SessionHandle
 from .settings import Settings
-from .store.submit import InterruptOutcome, PendingCall, SubmitOutcome
 from .store.queries import HistoryEntry, ToolCallRecord
+from .store.submit import InterruptOutcome, PendingCall, SubmitOutcome
 from .tools import Tool, ToolContext, tool
 
 __all__ = [

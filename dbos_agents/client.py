@@ -18,9 +18,9 @@ from .ids import new_session_id
 from .outcome import TERMINAL, SessionInfo
 from .settings import Settings
 from .store import queries, submit
-from .store.submit import InterruptOutcome, PendingCall, PendingKind, SubmitOutcome
 from .store.db import create_sync_engine, sqlalchemy_url
 from .store.migrate import prepare_database
+from .store.submit import InterruptOutcome, PendingCall, PendingKind, SubmitOutcome
 
 
 class AgentClient:

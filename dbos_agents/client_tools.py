@@ -34,9 +34,7 @@ class ClientTool:
         for label, model in (("input", input), ("output", output)):
             if not (isinstance(model, type) and issubclass(model, BaseModel)):
                 problems.append(f"{label} must be a pydantic BaseModel subclass, got {model!r}")
-        if timeout is not None and (
-            not isinstance(timeout, timedelta) or timeout <= timedelta(0)
-        ):
+        if timeout is not None and (not isinstance(timeout, timedelta) or timeout <= timedelta(0)):
             problems.append(f"timeout must be a positive timedelta, got {timeout!r}")
         if problems:
             raise DefinitionError(f"client tool {name!r}", problems)

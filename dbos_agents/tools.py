@@ -146,7 +146,9 @@ class Tool:
         if approval_timeout is not None and (
             not isinstance(approval_timeout, timedelta) or approval_timeout <= timedelta(0)
         ):
-            problems.append(f"approval_timeout must be a positive timedelta, got {approval_timeout!r}")
+            problems.append(
+                f"approval_timeout must be a positive timedelta, got {approval_timeout!r}"
+            )
         if problems:
             raise DefinitionError(f"tool {self.name!r}", problems)
         self.fn = fn

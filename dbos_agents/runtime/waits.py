@@ -128,9 +128,7 @@ def child_session_id(parent_workflow_id: str, tool_call_id: str) -> str:
     return f"{parent_workflow_id}::sub::{tool_call_id}"
 
 
-async def start_sub_agent(
-    spec: RunSpec, sub: Agent, tool_call_id: str, arguments: str
-) -> Any:
+async def start_sub_agent(spec: RunSpec, sub: Agent, tool_call_id: str, arguments: str) -> Any:
     """Start the child workflow (deterministic id); returns its handle."""
     from .workflow import session_workflow
 

@@ -41,9 +41,7 @@ def _budget_left(agent: Agent, usage: Usage) -> bool:
     return not (agent.budget_usd is not None and usage.cost_usd >= agent.budget_usd)
 
 
-def _unique_ids(
-    calls: list[ToolCall], used: set[str], turn: int, namespace: str
-) -> list[ToolCall]:
+def _unique_ids(calls: list[ToolCall], used: set[str], turn: int, namespace: str) -> list[ToolCall]:
     """Give every call an id unique in the session, and in a sub-agent unique under the
     root too: the ledger keys on (session, id) and pending calls on (root session, id)."""
     out = []

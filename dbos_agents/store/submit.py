@@ -9,6 +9,7 @@ concurrent identical submits yield one ``accepted``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from datetime import datetime
@@ -212,10 +213,8 @@ def pending(
     out = []
     for r in rows:
         d = r._asdict()
-        try:
+        with contextlib.suppress(ValueError):
             d["arguments"] = json.loads(d["arguments"])
-        except ValueError:
-            pass
         out.append(PendingCall.model_validate(d))
     return out
 
