@@ -29,7 +29,9 @@ class Agent:
 
     ``sub_agents`` are exposed to the model as tools named ``subagent__<name>``; each call
     runs the sub-agent as a child workflow. ``tool_timeout`` is the agent's default for
-    client-tool and approval waits.
+    client-tool and approval waits. A ``persistent`` agent keeps one workflow per session:
+    after a run it waits up to ``idle_ttl`` on its inbox for the next message instead of
+    ending, so a follow-up costs no new workflow.
     """
 
     name: str
@@ -47,6 +49,8 @@ class Agent:
         model_settings: dict[str, object] | None = None,
         tool_timeout: timedelta | None = None,
         description: str = "",
+        persistent: bool = False,
+        idle_ttl: timedelta = timedelta(hours=1),
     ) -> None:
         problems = check_name("agent", name)
         if not isinstance(instructions, str):
@@ -68,6 +72,8 @@ class Agent:
             not isinstance(tool_timeout, timedelta) or tool_timeout <= timedelta(0)
         ):
             problems.append(f"tool_timeout must be a positive timedelta, got {tool_timeout!r}")
+        if not isinstance(idle_ttl, timedelta) or idle_ttl <= timedelta(0):
+            problems.append(f"idle_ttl must be a positive timedelta, got {idle_ttl!r}")
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
             problems.append(f"max_turns must be an int >= 1, got {max_turns!r}")
         if budget_tokens is not None and (
@@ -94,6 +100,8 @@ class Agent:
         }
         self.sub_agents: dict[str, Agent] = {f"{SUBAGENT_PREFIX}{a.name}": a for a in sub_agents}
         self.tool_timeout = tool_timeout
+        self.persistent = persistent
+        self.idle_ttl = idle_ttl
         self.max_turns = max_turns
         self.budget_tokens = budget_tokens
         self.budget_usd = float(budget_usd) if budget_usd is not None else None

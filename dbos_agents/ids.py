@@ -6,6 +6,13 @@ import hashlib
 import uuid
 
 WORKFLOW_NAME = "dbos_agents.session.v1"
+INBOX_TOPIC = "dbos_agents.inbox"
+"""Where a persistent session's workflow waits for its next user message."""
+
+
+def run_event_key(run_seq: int) -> str:
+    """The workflow event a persistent session publishes each run's outcome under."""
+    return f"run:{run_seq}"
 
 
 def new_session_id() -> str:

@@ -13,7 +13,7 @@ import json
 from typing import Any, TypedDict
 
 import sqlalchemy as sa
-from dbos import AsyncSQLAlchemyDatasource
+from dbos import DBOS, AsyncSQLAlchemyDatasource
 
 from ..ids import run_workflow_id
 from ..messages import Message, Usage
@@ -63,6 +63,9 @@ class Ledger:
         self.register_waits = tx(
             name="dbos_agents.register_waits.v1", isolation_level="READ COMMITTED"
         )(self._register_waits)
+        self.close_inbox = tx(name="dbos_agents.close_inbox.v1", isolation_level="READ COMMITTED")(
+            self._close_inbox
+        )
         self.settle_timeout = tx(
             name="dbos_agents.settle_timeout.v1", isolation_level="READ COMMITTED"
         )(self._settle_timeout)
@@ -98,7 +101,7 @@ class Ledger:
 
     async def _begin_run(self, spec: RunSpec) -> list[dict[str, Any]]:
         """Create or reopen the session, append the user message, return the transcript."""
-        workflow_id = run_workflow_id(spec["session_id"], spec["run_seq"])
+        workflow_id = DBOS.workflow_id or run_workflow_id(spec["session_id"], spec["run_seq"])
         await self._exec(
             f"INSERT INTO {S}.sessions (id, root_session_id, parent_session_id, agent, status,"
             " user_id, tenant_id, run_seq, workflow_id) VALUES (:id, :root, :parent, :agent,"
@@ -228,13 +231,36 @@ class Ledger:
         return [m.model_dump(mode="json") for m in await self._deliver_late_notices(spec)]
 
     async def _finish_run(
-        self, spec: RunSpec, status: str, output: str | None, error: str | None
+        self,
+        spec: RunSpec,
+        status: str,
+        output: str | None,
+        error: str | None,
+        open_inbox: bool = False,
     ) -> None:
+        """The run's outcome on the session row; ``open_inbox`` when a persistent session's
+        workflow now waits for the next message."""
         await self._exec(
             f"UPDATE {S}.sessions SET status = :st, final_output = :out, error = :err,"
-            " updated_at = now() WHERE id = :s",
-            {"st": status, "out": output, "err": error, "s": spec["session_id"]},
+            " inbox_open = :inbox, updated_at = now() WHERE id = :s AND status <> 'interrupted'",
+            {
+                "st": status,
+                "out": output,
+                "err": error,
+                "inbox": open_inbox,
+                "s": spec["session_id"],
+            },
         )
+
+    async def _close_inbox(self, session_id: str, run_seq: int) -> bool:
+        """At the idle TTL: close the inbox unless a message was sent meanwhile (the sender
+        bumped ``run_seq`` under the same row lock); True when the workflow may end."""
+        r = await self._exec(
+            f"UPDATE {S}.sessions SET inbox_open = false, updated_at = now() WHERE id = :s"
+            " AND run_seq = :r RETURNING id",
+            {"s": session_id, "r": run_seq},
+        )
+        return r.first() is not None
 
     async def _register_waits(
         self, spec: RunSpec, owner_workflow_id: str, waits: list[WaitSpec]

@@ -17,7 +17,7 @@ from ..errors import (
     SessionNotFoundError,
     UnknownAgentError,
 )
-from ..ids import new_session_id, run_workflow_id
+from ..ids import new_session_id, run_event_key
 from ..models.base import Model
 from ..outcome import RunOutcome, SessionInfo
 from ..settings import Settings
@@ -156,7 +156,7 @@ class AgentRuntime:
             session_id is not None
             and (await asyncio.to_thread(queries.get_session, engine, sid)) is not None
         )
-        spec = await asyncio.to_thread(
+        spec, workflow_id = await asyncio.to_thread(
             queries.enqueue_run,
             engine,
             client,
@@ -168,7 +168,7 @@ class AgentRuntime:
             tenant_id=tenant_id,
             new_session=not exists,
         )
-        return self._handle(sid, run_workflow_id(sid, spec["run_seq"]))
+        return self._handle(sid, workflow_id, spec["run_seq"], self.agents[agent].persistent)
 
     async def send(self, session_id: str, message: str) -> SessionHandle:
         """Continue a finished session with a follow-up message, as a new run."""
@@ -178,21 +178,32 @@ class AgentRuntime:
             raise SessionNotFoundError(session_id)
         return await self.start(info.agent, message, session_id=session_id)
 
-    def session(self, session_id: str, workflow_id: str | None = None) -> SessionHandle:
-        """A handle on an existing session's latest (or given) run."""
+    def session(self, session_id: str) -> SessionHandle:
+        """A handle on an existing session's latest run."""
         engine, _ = self._require()
-        if workflow_id is None:
-            info = queries.get_session(engine, session_id)
-            if info is None:
-                raise SessionNotFoundError(session_id)
-            workflow_id = info.workflow_id
-        return self._handle(session_id, workflow_id)
+        info = queries.get_session(engine, session_id)
+        if info is None:
+            raise SessionNotFoundError(session_id)
+        agent = self.agents.get(info.agent)
+        return self._handle(
+            session_id, info.workflow_id, info.run_seq, agent is not None and agent.persistent
+        )
 
-    def _handle(self, session_id: str, workflow_id: str) -> SessionHandle:
+    def _handle(
+        self, session_id: str, workflow_id: str, run_seq: int, persistent: bool
+    ) -> SessionHandle:
         engine, _ = self._require()
 
         async def get_result(wf: str) -> Any:
             handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(wf)
+            # A persistent session's workflow outlives the run: wait for the run's event,
+            # unless the workflow ended without publishing it (then its result or error).
+            while persistent:
+                value = await DBOS.get_event_async(wf, run_event_key(run_seq), 5)
+                if value is not None:
+                    return value
+                if (await handle.get_status()).status not in ("PENDING", "ENQUEUED"):
+                    break
             return await handle.get_result()
 
         return SessionHandle(session_id, workflow_id, engine, get_result)

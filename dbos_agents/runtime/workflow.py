@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from ..agent import Agent
 from ..errors import ModelError
-from ..ids import WORKFLOW_NAME, idempotency_key
+from ..ids import INBOX_TOPIC, WORKFLOW_NAME, idempotency_key, run_event_key
 from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
@@ -177,10 +177,38 @@ def _wait(agent: Agent, call: ToolCall, kind: str, schema: dict[str, Any] | None
 
 @DBOS.workflow(name=WORKFLOW_NAME)
 async def session_workflow(spec: RunSpec) -> dict[str, Any]:
-    """Run the agent loop for one user message; returns a ``RunOutcome`` as JSON."""
-    ctx = get_context()
-    agent = ctx.agent(spec["agent"])
-    ledger = ctx.ledger
+    """Run the agent loop for one user message; returns a ``RunOutcome`` as JSON.
+
+    A persistent agent's workflow then waits on the ``inbox`` topic (up to ``idle_ttl``)
+    and runs the next message in the same workflow; each run's outcome is published as the
+    workflow event ``run:<run_seq>``.
+    """
+    agent = get_context().agent(spec["agent"])
+    while True:
+        outcome = await _run_once(spec, agent)
+        wait_next = agent.persistent and outcome.status != "interrupted"
+        await get_context().ledger.finish_run(
+            spec, outcome.status, outcome.output, outcome.error, wait_next
+        )
+        if agent.persistent:
+            await DBOS.set_event_async(
+                run_event_key(spec["run_seq"]), outcome.model_dump(mode="json")
+            )
+        if not wait_next:
+            return outcome.model_dump(mode="json")
+        message = await DBOS.recv_async(INBOX_TOPIC, timeout_seconds=agent.idle_ttl.total_seconds())
+        if message is None:
+            if await get_context().ledger.close_inbox(spec["session_id"], spec["run_seq"]):
+                return outcome.model_dump(mode="json")
+            message = await DBOS.recv_async(INBOX_TOPIC, timeout_seconds=60)
+            if message is None:  # cannot happen: the send committed with the run_seq bump
+                return outcome.model_dump(mode="json")
+        spec = RunSpec(**{**spec, "run_seq": message["run_seq"], "message": message["message"]})
+
+
+async def _run_once(spec: RunSpec, agent: Agent) -> RunOutcome:
+    """One run: the loop of turns caused by one user message."""
+    ledger = get_context().ledger
     raw = await ledger.begin_run(spec)
     messages = [Message.model_validate(m) for m in raw]
     used_ids = {c.id for m in messages for c in m.tool_calls}
@@ -262,7 +290,6 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
             for r in results
         )
         messages.extend(Message.model_validate(n) for n in notices)
-    await ledger.finish_run(spec, status, output, error)
     return RunOutcome(
         session_id=spec["session_id"],
         run_seq=spec["run_seq"],
@@ -271,4 +298,4 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
         error=error,
         turns=turns,
         usage=usage,
-    ).model_dump(mode="json")
+    )

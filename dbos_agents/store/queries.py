@@ -15,7 +15,7 @@ from dbos import DBOSClient
 from pydantic import BaseModel
 
 from ..errors import SessionBusyError, SessionNotFoundError
-from ..ids import WORKFLOW_NAME, run_workflow_id
+from ..ids import INBOX_TOPIC, WORKFLOW_NAME, run_workflow_id
 from ..messages import Message, Usage
 from ..outcome import RunSpec, SessionInfo
 
@@ -112,12 +112,14 @@ def enqueue_run(
     user_id: str | None,
     tenant_id: str | None,
     new_session: bool,
-) -> RunSpec:
-    """Record a queued run and enqueue its workflow, atomically.
+) -> tuple[RunSpec, str]:
+    """Record a queued run and enqueue its workflow, atomically; returns (spec, workflow id).
 
     A new session gets its row; an existing one must not be busy, and gets ``run_seq + 1``.
     The user message travels in the workflow input and is stored by the run's first step,
-    so it is written exactly once however the caller or the worker fail.
+    so it is written exactly once however the caller or the worker fail. A persistent
+    session whose workflow waits on its inbox gets the message there instead (same
+    transaction, same row lock as the workflow's idle-TTL check, so none is lost).
     """
     with engine.begin() as conn:
         if new_session:
@@ -134,7 +136,8 @@ def enqueue_run(
             row = conn.execute(
                 sa.text(
                     f"SELECT status, run_seq, root_session_id, parent_session_id, agent, user_id,"
-                    f" tenant_id FROM {S}.sessions WHERE id = :s FOR UPDATE"
+                    f" tenant_id, inbox_open, workflow_id FROM {S}.sessions WHERE id = :s"
+                    " FOR UPDATE"
                 ),
                 {"s": session_id},
             ).first()
@@ -145,6 +148,31 @@ def enqueue_run(
             run_seq = row.run_seq + 1
             agent, user_id, tenant_id = row.agent, row.user_id, row.tenant_id
             root, parent = row.root_session_id, row.parent_session_id
+            if row.inbox_open:
+                conn.execute(
+                    sa.text(
+                        f"UPDATE {S}.sessions SET status = 'queued', run_seq = :r,"
+                        " inbox_open = false, updated_at = now() WHERE id = :s"
+                    ),
+                    {"r": run_seq, "s": session_id},
+                )
+                client.send_in_transaction(
+                    conn,
+                    row.workflow_id,
+                    {"run_seq": run_seq, "message": message},
+                    topic=INBOX_TOPIC,
+                    idempotency_key=f"inbox::{run_seq}",
+                )
+                return RunSpec(
+                    session_id=session_id,
+                    root_session_id=root,
+                    parent_session_id=parent,
+                    agent=agent,
+                    run_seq=run_seq,
+                    message=message,
+                    user_id=user_id,
+                    tenant_id=tenant_id,
+                ), row.workflow_id
             conn.execute(
                 sa.text(
                     f"UPDATE {S}.sessions SET status = 'queued', run_seq = :r, workflow_id = :w,"
@@ -171,4 +199,4 @@ def enqueue_run(
             },
             spec,
         )
-    return spec
+    return spec, run_workflow_id(session_id, run_seq)

@@ -230,9 +230,9 @@ def interrupt(engine: sa.Engine, client: DBOSClient, session_id: str) -> Interru
         root = sess.root_session_id
         busy = conn.execute(
             sa.text(
-                f"UPDATE {S}.sessions SET status = 'interrupted', updated_at = now()"
-                " WHERE root_session_id = :r AND status IN ('queued', 'running')"
-                " RETURNING id, workflow_id"
+                f"UPDATE {S}.sessions SET status = 'interrupted', inbox_open = false,"
+                " updated_at = now() WHERE root_session_id = :r"
+                " AND status IN ('queued', 'running') RETURNING id, workflow_id"
             ),
             {"r": root},
         ).all()

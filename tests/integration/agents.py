@@ -132,7 +132,7 @@ def respond(request: ModelRequest) -> str | ModelResponse:
         return "recovered from errors"
     if agent in ("looper", "spender"):
         return calls(call("get_order", {"order_id": str(turn)}))
-    if agent == "chat":
+    if agent in ("chat", "pchat"):
         return f"echo {turn}: {_last_user(request)}"
     if agent == "flaky":
         key = _last_user(request)
@@ -188,6 +188,7 @@ AGENTS = [
     Agent("asker", tools=[confirm], tool_timeout=timedelta(minutes=10)),
     Agent("impatient", tools=[confirm_fast]),
     Agent("closer", tools=[close_account]),
+    Agent("pchat", persistent=True, idle_ttl=timedelta(seconds=3)),
     Agent(
         "boss",
         sub_agents=[Agent("middle", sub_agents=[Agent("leaf", tools=[confirm])])],

@@ -22,7 +22,9 @@ from .agents import EFFECTS
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 
-async def _pending(client: AgentClient, sid: str, n: int = 1, timeout: float = 30) -> list[PendingCall]:
+async def _pending(
+    client: AgentClient, sid: str, n: int = 1, timeout: float = 30
+) -> list[PendingCall]:
     for _ in range(int(timeout / 0.05)):
         rows = await asyncio.to_thread(client.pending, session_id=sid)
         if len(rows) >= n:
@@ -38,7 +40,12 @@ def _tool_results(history: list) -> list[dict]:
 async def test_client_tool_round_trip(runtime: AgentRuntime, client: AgentClient) -> None:
     h = await runtime.start("asker", "ship it?", user_id="u9", tenant_id="t9")
     (p,) = await _pending(client, h.session_id)
-    assert (p.kind, p.tool, p.owner_session_id, p.status) == ("client", "confirm", h.session_id, "waiting")
+    assert (p.kind, p.tool, p.owner_session_id, p.status) == (
+        "client",
+        "confirm",
+        h.session_id,
+        "waiting",
+    )
     assert p.arguments == {"question": "ship it?"}
     assert p.output_schema is not None and "ok" in p.output_schema["properties"]
     assert (p.tenant_id, p.user_id) == ("t9", "u9")
@@ -55,7 +62,9 @@ async def test_client_tool_round_trip(runtime: AgentRuntime, client: AgentClient
         client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": False}
     )
     assert again.status == "already_completed"
-    (tomb,) = await asyncio.to_thread(client.pending, session_id=h.session_id, include_resolved=True)
+    (tomb,) = await asyncio.to_thread(
+        client.pending, session_id=h.session_id, include_resolved=True
+    )
     assert tomb.status == "resolved" and tomb.resolved_at is not None
 
 
@@ -107,8 +116,13 @@ async def test_timeout_then_late_answer_gets_one_notice(
     res = await h.result()
     (r,) = _tool_results(await h.history())
     assert r["error"]["kind"] == "client_tool_timeout"
-    assert res.output == f"impatient got: {json.dumps(r, separators=(',', ':'), sort_keys=True)} notes=0"
-    (tomb,) = await asyncio.to_thread(client.pending, session_id=h.session_id, include_resolved=True)
+    assert (
+        res.output
+        == f"impatient got: {json.dumps(r, separators=(',', ':'), sort_keys=True)} notes=0"
+    )
+    (tomb,) = await asyncio.to_thread(
+        client.pending, session_id=h.session_id, include_resolved=True
+    )
     assert tomb.status == "timed_out"
     late = await asyncio.to_thread(
         client.submit_tool_result, h.session_id, tomb.tool_call_id, result={"ok": True}
@@ -160,7 +174,9 @@ async def test_approve_and_deny(runtime: AgentRuntime, client: AgentClient) -> N
     assert EFFECTS[f"close:{no.session_id}:acc-1"] == 0
     assert _tool_results(await yes.history()) == [{"closed": "acc-1"}]
     (denied,) = _tool_results(await no.history())
-    assert denied["error"]["kind"] == "approval-denied" and "not today" in denied["error"]["message"]
+    assert (
+        denied["error"]["kind"] == "approval-denied" and "not today" in denied["error"]["message"]
+    )
 
 
 async def test_kind_mismatch_for_client_call(runtime: AgentRuntime, client: AgentClient) -> None:
@@ -172,7 +188,9 @@ async def test_kind_mismatch_for_client_call(runtime: AgentRuntime, client: Agen
     await h.result()
 
 
-async def test_unknown_tool_call_and_unknown_session(client: AgentClient, runtime: AgentRuntime) -> None:
+async def test_unknown_tool_call_and_unknown_session(
+    client: AgentClient, runtime: AgentRuntime
+) -> None:
     out = await asyncio.to_thread(client.submit_tool_result, "ses_nope", "call_x", result={})
     assert (out.status, out.reason) == ("unknown_tool_call", "no_session")
     h = await runtime.start("chat", "hi")
@@ -181,7 +199,9 @@ async def test_unknown_tool_call_and_unknown_session(client: AgentClient, runtim
     assert (out.status, out.reason) == ("unknown_tool_call", "no_pending_call")
 
 
-async def test_sub_agent_routing_two_levels_deep(runtime: AgentRuntime, client: AgentClient) -> None:
+async def test_sub_agent_routing_two_levels_deep(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
     h = await runtime.start("boss", "go deep")
     (p,) = await _pending(client, h.session_id)
     leaf_session = p.owner_session_id
@@ -221,7 +241,9 @@ async def test_interrupt_during_wait_then_late_submit_then_continue(
     # Nothing lingers: every workflow of the tree ends (cancelled or finished).
     for wf in (h.workflow_id, p.owner_workflow_id):
         for _ in range(200):
-            st = await asyncio.to_thread(lambda wf=wf: client.dbos.retrieve_workflow(wf).get_status())
+            st = await asyncio.to_thread(
+                lambda wf=wf: client.dbos.retrieve_workflow(wf).get_status()
+            )
             if st is not None and st.status in ("CANCELLED", "SUCCESS", "ERROR"):
                 break
             await asyncio.sleep(0.05)

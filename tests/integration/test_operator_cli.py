@@ -67,8 +67,12 @@ async def test_admin_script_exit_codes(
 
     slow = await runtime.start("impatient", "late")
     await slow.result()
-    (tomb,) = await asyncio.to_thread(client.pending, session_id=slow.session_id, include_resolved=True)
-    late = await asyncio.to_thread(_run, url, slow.session_id, tomb.tool_call_id, "--result", '{"ok": true}')
+    (tomb,) = await asyncio.to_thread(
+        client.pending, session_id=slow.session_id, include_resolved=True
+    )
+    late = await asyncio.to_thread(
+        _run, url, slow.session_id, tomb.tool_call_id, "--result", '{"ok": true}'
+    )
     assert late.returncode == 5
 
 
@@ -82,7 +86,10 @@ async def test_cli_pending_fail_and_interrupt(
     (pb,) = await _pending(client, b.session_id)
     listed = await asyncio.to_thread(_cli, url, "pending", "--tenant", "tenant-cli", "--json")
     assert listed.returncode == 0, listed.stderr
-    assert {r["tool_call_id"] for r in json.loads(listed.stdout)} == {pa.tool_call_id, pb.tool_call_id}
+    assert {r["tool_call_id"] for r in json.loads(listed.stdout)} == {
+        pa.tool_call_id,
+        pb.tool_call_id,
+    }
     human = await asyncio.to_thread(_cli, url, "pending", "--tenant", "tenant-cli")
     assert "2 pending call(s)" in human.stdout
     failed = await asyncio.to_thread(

@@ -13,15 +13,21 @@ from dbos_agents import errors
 EXPECTED_ALL = {
     # definitions
     "Agent",
+    "ClientTool",
+    "client_tool",
     "Tool",
     "ToolContext",
     "tool",
     # runtime
+    "AgentClient",
     "AgentRuntime",
     "SessionHandle",
     "Settings",
     # data
     "HistoryEntry",
+    "InterruptOutcome",
+    "PendingCall",
+    "SubmitOutcome",
     "Message",
     "ModelResponse",
     "RunOutcome",
@@ -36,7 +42,10 @@ EXPECTED_ALL = {
     "DatabaseUnavailableError",
     "DbosAgentsError",
     "DefinitionError",
+    "InvalidRequestError",
+    "InvalidResultError",
     "ModelError",
+    "NotRootSessionError",
     "RuntimeNotLaunchedError",
     "SessionBusyError",
     "SessionNotFoundError",
@@ -86,6 +95,9 @@ def test_errors_module_has_the_documented_classes() -> None:
         "RuntimeNotLaunchedError",
         "ModelError",
         "TransientModelError",
+        "InvalidRequestError",
+        "InvalidResultError",
+        "NotRootSessionError",
     }
 
 
