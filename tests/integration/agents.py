@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
-
-from datetime import timedelta
 
 from dbos_agents import Agent, ModelResponse, ToolContext, TransientModelError, client_tool, tool
 from dbos_agents.models import ModelRequest, ScriptedModel, call, calls

@@ -23,9 +23,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 
 
 async def _pending(
-    client: AgentClient, sid: str, n: int = 1, timeout: float = 30
+    client: AgentClient, sid: str, n: int = 1, wait_s: float = 30
 ) -> list[PendingCall]:
-    for _ in range(int(timeout / 0.05)):
+    for _ in range(int(wait_s / 0.05)):
         rows = await asyncio.to_thread(client.pending, session_id=sid)
         if len(rows) >= n:
             return rows
