@@ -39,4 +39,6 @@ class Settings(BaseSettings):
     connect_timeout_sec: float = 5.0
     tombstone_retention_sec: float = 24 * 3600
     """How long settled pending calls are kept, so duplicate submits say already_completed."""
+    reap_interval_sec: float = 600.0
+    """How often a worker deletes expired tombstones."""
     log_level: str = "WARNING"

@@ -37,8 +37,22 @@ async def serve_forever(runtime: AgentRuntime, *, ready_message: bool = True) ->
         loop.add_signal_handler(sig, stop.set)
     if ready_message:
         print(f"dbos-agents worker ready executor_id={runtime.settings.executor_id}", flush=True)
+    reaper = asyncio.create_task(_reap_forever(runtime))
     await stop.wait()
+    reaper.cancel()
     await runtime.shutdown()
+
+
+async def _reap_forever(runtime: AgentRuntime) -> None:
+    """Tombstones answer duplicate submits for the retention window, then go."""
+    while True:
+        try:
+            n = await runtime.reap_tombstones()
+            if n:
+                log.info("tombstones reaped", extra={"event": "tombstones_reaped", "count": n})
+        except Exception as exc:  # a database blip must not kill the worker
+            log.warning("tombstone reaping failed", extra={"error": str(exc)})
+        await asyncio.sleep(runtime.settings.reap_interval_sec)
 
 
 def run_worker(spec: str) -> None:

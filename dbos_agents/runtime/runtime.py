@@ -21,7 +21,7 @@ from ..ids import new_session_id, run_event_key
 from ..models.base import Model
 from ..outcome import RunOutcome, SessionInfo
 from ..settings import Settings
-from ..store import queries
+from ..store import queries, submit
 from ..store.db import create_sync_engine, ensure_database, sqlalchemy_url
 from ..store.migrate import SCHEMA, migrate
 from . import workflow as _workflow  # noqa: F401  (registers the session workflow)
@@ -207,6 +207,13 @@ class AgentRuntime:
             return await handle.get_result()
 
         return SessionHandle(session_id, workflow_id, engine, get_result)
+
+    async def reap_tombstones(self) -> int:
+        """Delete settled pending calls older than ``tombstone_retention_sec``."""
+        engine, _ = self._require()
+        return await asyncio.to_thread(
+            submit.reap_tombstones, engine, self.settings.tombstone_retention_sec
+        )
 
     async def shutdown(self, workflow_completion_timeout_sec: int = 0) -> None:
         """Stop DBOS in this process; unfinished sessions recover at the next launch."""

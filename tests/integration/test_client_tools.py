@@ -259,3 +259,24 @@ async def test_interrupt_during_wait_then_late_submit_then_continue(
     (interrupted,) = _tool_results(hist)
     assert interrupted["error"]["kind"] == "interrupted"
     assert res.output is not None and "interrupted" in res.output
+
+
+async def test_tombstones_answer_duplicates_until_reaped(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    h = await runtime.start("asker", "reap")
+    (p,) = await _pending(client, h.session_id)
+    await asyncio.to_thread(
+        client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
+    )
+    await h.result()
+    assert await asyncio.to_thread(client.reap_tombstones, 3600) == 0  # inside the window
+    dup = await asyncio.to_thread(
+        client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
+    )
+    assert dup.status == "already_completed"
+    assert await asyncio.to_thread(client.reap_tombstones, 0) >= 1
+    gone = await asyncio.to_thread(
+        client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
+    )
+    assert (gone.status, gone.reason) == ("unknown_tool_call", "no_pending_call")
