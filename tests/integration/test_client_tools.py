@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -280,3 +281,23 @@ async def test_tombstones_answer_duplicates_until_reaped(
         client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
     )
     assert (gone.status, gone.reason) == ("unknown_tool_call", "no_pending_call")
+
+
+async def test_log_events_for_the_wait_lifecycle(
+    runtime: AgentRuntime, client: AgentClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="dbos_agents")
+    h = await runtime.start("asker", "log me")
+    (p,) = await _pending(client, h.session_id)
+    await asyncio.to_thread(client.submit_tool_result, h.session_id, "call_nope", result={})
+    await asyncio.to_thread(
+        client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
+    )
+    await h.result()
+    events = {(getattr(r, "event", None), getattr(r, "tool_call_id", None)) for r in caplog.records}
+    assert ("client_tool.suspended", p.tool_call_id) in events
+    assert ("client_tool.submitted", p.tool_call_id) in events
+    unknown = [
+        r for r in caplog.records if getattr(r, "event", None) == "client_tool.submit_unknown"
+    ]
+    assert unknown and unknown[0].reason == "no_pending_call"  # type: ignore[attr-defined]
