@@ -14,7 +14,6 @@ import sqlalchemy as sa
 from dbos import DBOSClient
 
 from .errors import ConfigurationError, InvalidRequestError, SessionNotFoundError
-from .ids import new_session_id
 from .outcome import TERMINAL, SessionInfo
 from .settings import Settings
 from .store import queries, submit
@@ -67,20 +66,17 @@ class AgentClient:
 
         The agent name is checked by the worker that runs it (this process has no registry).
         """
-        sid = session_id or new_session_id()
-        exists = session_id is not None and queries.get_session(self.engine, sid) is not None
-        queries.enqueue_run(
+        spec, _ = queries.start_run(
             self.engine,
             self.dbos,
             self.settings.queue_name,
-            session_id=sid,
             agent=agent,
             message=message,
+            session_id=session_id,
             user_id=user_id,
             tenant_id=tenant_id,
-            new_session=not exists,
         )
-        return sid
+        return spec["session_id"]
 
     def send(self, session_id: str, message: str) -> str:
         """Continue a finished session with a follow-up message."""

@@ -17,7 +17,7 @@ from ..errors import (
     SessionNotFoundError,
     UnknownAgentError,
 )
-from ..ids import new_session_id, run_event_key
+from ..ids import run_event_key
 from ..models.base import Model
 from ..outcome import RunOutcome, SessionInfo
 from ..settings import Settings
@@ -151,23 +151,18 @@ class AgentRuntime:
         engine, client = self._require()
         if agent not in self.agents:
             raise UnknownAgentError(agent, list(self.agents))
-        sid = session_id or new_session_id()
-        exists = (
-            session_id is not None
-            and (await asyncio.to_thread(queries.get_session, engine, sid)) is not None
-        )
         spec, workflow_id = await asyncio.to_thread(
-            queries.enqueue_run,
+            queries.start_run,
             engine,
             client,
             self.settings.queue_name,
-            session_id=sid,
             agent=agent,
             message=message,
+            session_id=session_id,
             user_id=user_id,
             tenant_id=tenant_id,
-            new_session=not exists,
         )
+        sid = spec["session_id"]
         return self._handle(sid, workflow_id, spec["run_seq"], self.agents[agent].persistent)
 
     async def send(self, session_id: str, message: str) -> SessionHandle:

@@ -15,7 +15,7 @@ from dbos import DBOSClient
 from pydantic import BaseModel
 
 from ..errors import SessionBusyError, SessionNotFoundError
-from ..ids import INBOX_TOPIC, WORKFLOW_NAME, run_workflow_id
+from ..ids import INBOX_TOPIC, WORKFLOW_NAME, new_session_id, run_workflow_id
 from ..messages import Message, Usage
 from ..outcome import RunSpec, SessionInfo
 
@@ -121,6 +121,7 @@ def enqueue_run(
     session whose workflow waits on its inbox gets the message there instead (same
     transaction, same row lock as the workflow's idle-TTL check, so none is lost).
     """
+    inbox_workflow: str | None = None
     with engine.begin() as conn:
         if new_session:
             run_seq = 1
@@ -148,37 +149,17 @@ def enqueue_run(
             run_seq = row.run_seq + 1
             agent, user_id, tenant_id = row.agent, row.user_id, row.tenant_id
             root, parent = row.root_session_id, row.parent_session_id
-            if row.inbox_open:
-                conn.execute(
-                    sa.text(
-                        f"UPDATE {S}.sessions SET status = 'queued', run_seq = :r,"
-                        " inbox_open = false, updated_at = now() WHERE id = :s"
-                    ),
-                    {"r": run_seq, "s": session_id},
-                )
-                client.send_in_transaction(
-                    conn,
-                    row.workflow_id,
-                    {"run_seq": run_seq, "message": message},
-                    topic=INBOX_TOPIC,
-                    idempotency_key=f"inbox::{run_seq}",
-                )
-                return RunSpec(
-                    session_id=session_id,
-                    root_session_id=root,
-                    parent_session_id=parent,
-                    agent=agent,
-                    run_seq=run_seq,
-                    message=message,
-                    user_id=user_id,
-                    tenant_id=tenant_id,
-                ), row.workflow_id
+            inbox_workflow = row.workflow_id if row.inbox_open else None
             conn.execute(
                 sa.text(
                     f"UPDATE {S}.sessions SET status = 'queued', run_seq = :r, workflow_id = :w,"
-                    " updated_at = now() WHERE id = :s"
+                    " inbox_open = false, updated_at = now() WHERE id = :s"
                 ),
-                {"r": run_seq, "w": run_workflow_id(session_id, run_seq), "s": session_id},
+                {
+                    "r": run_seq,
+                    "w": inbox_workflow or run_workflow_id(session_id, run_seq),
+                    "s": session_id,
+                },
             )
         spec = RunSpec(
             session_id=session_id,
@@ -190,13 +171,49 @@ def enqueue_run(
             user_id=user_id,
             tenant_id=tenant_id,
         )
-        client.enqueue_in_transaction(
-            conn,
-            {
-                "queue_name": queue_name,
-                "workflow_name": WORKFLOW_NAME,
-                "workflow_id": run_workflow_id(session_id, run_seq),
-            },
-            spec,
-        )
-    return spec, run_workflow_id(session_id, run_seq)
+        if inbox_workflow is not None:
+            client.send_in_transaction(
+                conn,
+                inbox_workflow,
+                {"run_seq": run_seq, "message": message},
+                topic=INBOX_TOPIC,
+                idempotency_key=f"inbox::{run_seq}",
+            )
+        else:
+            client.enqueue_in_transaction(
+                conn,
+                {
+                    "queue_name": queue_name,
+                    "workflow_name": WORKFLOW_NAME,
+                    "workflow_id": run_workflow_id(session_id, run_seq),
+                },
+                spec,
+            )
+    return spec, inbox_workflow or run_workflow_id(session_id, run_seq)
+
+
+def start_run(
+    engine: sa.Engine,
+    client: DBOSClient,
+    queue_name: str,
+    *,
+    agent: str,
+    message: str,
+    session_id: str | None,
+    user_id: str | None,
+    tenant_id: str | None,
+) -> tuple[RunSpec, str]:
+    """Start a new session, or continue ``session_id`` when it exists (see ``enqueue_run``)."""
+    sid = session_id or new_session_id()
+    exists = session_id is not None and get_session(engine, sid) is not None
+    return enqueue_run(
+        engine,
+        client,
+        queue_name,
+        session_id=sid,
+        agent=agent,
+        message=message,
+        user_id=user_id,
+        tenant_id=tenant_id,
+        new_session=not exists,
+    )
