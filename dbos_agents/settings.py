@@ -41,4 +41,9 @@ class Settings(BaseSettings):
     """How long settled pending calls are kept, so duplicate submits say already_completed."""
     reap_interval_sec: float = 600.0
     """How often a worker deletes expired tombstones."""
+    heartbeat_interval_sec: float = 5.0
+    stale_after_sec: float = 30.0
+    """A worker silent this long is adopted: a live worker recovers its PENDING sessions."""
+    shutdown_grace_sec: int = 10
+    """On SIGTERM: how long running workflows get to reach a checkpoint before exit."""
     log_level: str = "WARNING"

@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 
 from .errors import ConfigurationError
 from .runtime import AgentRuntime
@@ -29,30 +30,40 @@ def load_runtime(spec: str) -> AgentRuntime:
 
 
 async def serve_forever(runtime: AgentRuntime, *, ready_message: bool = True) -> None:
-    """Launch, then run until SIGTERM or SIGINT; unfinished sessions recover at next launch."""
+    """Launch, heartbeat, adopt silent workers, reap tombstones; on SIGTERM or SIGINT stop
+    dequeuing, give running workflows ``shutdown_grace_sec``, and exit. Whatever is
+    unfinished recovers at the next launch or is adopted by another worker."""
     await runtime.launch()
+    s = runtime.settings
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    await runtime.heartbeat()
     if ready_message:
-        print(f"dbos-agents worker ready executor_id={runtime.settings.executor_id}", flush=True)
-    reaper = asyncio.create_task(_reap_forever(runtime))
+        print(f"dbos-agents worker ready executor_id={s.executor_id}", flush=True)
+    tasks = [
+        asyncio.create_task(_every(s.heartbeat_interval_sec, runtime.heartbeat, "heartbeat")),
+        asyncio.create_task(
+            _every(s.heartbeat_interval_sec, runtime.adopt_stale_workers, "adoption")
+        ),
+        asyncio.create_task(_every(s.reap_interval_sec, runtime.reap_tombstones, "reaping")),
+    ]
     await stop.wait()
-    reaper.cancel()
-    await runtime.shutdown()
+    log.info("worker stopping", extra={"event": "worker_stopping", "grace": s.shutdown_grace_sec})
+    for t in tasks:
+        t.cancel()
+    await runtime.shutdown(workflow_completion_timeout_sec=s.shutdown_grace_sec)
 
 
-async def _reap_forever(runtime: AgentRuntime) -> None:
-    """Tombstones answer duplicate submits for the retention window, then go."""
+async def _every(interval: float, job: Callable[[], Awaitable[object]], name: str) -> None:
+    """Run ``job`` forever; a database blip must not kill the worker."""
     while True:
         try:
-            n = await runtime.reap_tombstones()
-            if n:
-                log.info("tombstones reaped", extra={"event": "tombstones_reaped", "count": n})
-        except Exception as exc:  # a database blip must not kill the worker
-            log.warning("tombstone reaping failed", extra={"error": str(exc)})
-        await asyncio.sleep(runtime.settings.reap_interval_sec)
+            await job()
+        except Exception as exc:
+            log.warning(f"{name} failed", extra={"event": f"{name}_failed", "error": str(exc)})
+        await asyncio.sleep(interval)
 
 
 def run_worker(spec: str) -> None:

@@ -21,7 +21,7 @@ from ..ids import run_event_key
 from ..models.base import Model
 from ..outcome import RunOutcome, SessionInfo
 from ..settings import Settings
-from ..store import queries, submit
+from ..store import queries, submit, workers
 from ..store.db import create_sync_engine, ensure_database, sqlalchemy_url
 from ..store.migrate import SCHEMA, migrate
 from . import workflow as _workflow  # noqa: F401  (registers the session workflow)
@@ -203,6 +203,35 @@ class AgentRuntime:
 
         return SessionHandle(session_id, workflow_id, engine, get_result)
 
+    async def heartbeat(self) -> None:
+        """Refresh this worker's row in ``dbos_agents.workers``."""
+        engine, _ = self._require()
+        s = self.settings
+        await asyncio.to_thread(workers.heartbeat, engine, s.executor_id, s.application_version)
+
+    async def adopt_stale_workers(self) -> list[str]:
+        """Recover the PENDING sessions of workers silent for ``stale_after_sec``.
+
+        One adopter wins each silent worker; DBOS re-enqueues the recovered workflows, and
+        its ownership fencing stops a worker that was only slow from overwriting them.
+        """
+        engine, _ = self._require()
+        s = self.settings
+        claimed = await asyncio.to_thread(
+            workers.claim_stale, engine, s.executor_id, s.stale_after_sec, s.application_version
+        )
+        if claimed:
+            handles = await asyncio.to_thread(DBOS._recover_pending_workflows, claimed)
+            log.warning(
+                "adopted silent workers",
+                extra={
+                    "event": "workers_adopted",
+                    "executor_ids": claimed,
+                    "workflows": [h.workflow_id for h in handles],
+                },
+            )
+        return claimed
+
     async def reap_tombstones(self) -> int:
         """Delete settled pending calls older than ``tombstone_retention_sec``."""
         engine, _ = self._require()
@@ -211,11 +240,23 @@ class AgentRuntime:
         )
 
     async def shutdown(self, workflow_completion_timeout_sec: int = 0) -> None:
-        """Stop DBOS in this process; unfinished sessions recover at the next launch."""
+        """Stop DBOS in this process; unfinished sessions recover at the next launch (or
+        are adopted by another worker)."""
+        if self._engine is not None:
+            try:
+                await asyncio.to_thread(
+                    workers.mark_stopped, self._engine, self.settings.executor_id
+                )
+            except Exception as exc:
+                log.warning("could not mark the worker stopped", extra={"error": str(exc)})
         set_context(None)
         if self._client is not None:
             self._client.destroy()
         if self._engine is not None:
             self._engine.dispose()
         self._engine = self._client = None
-        DBOS.destroy(workflow_completion_timeout_sec=workflow_completion_timeout_sec)
+        # In a thread: the grace wait sleeps, and the loop must keep running the workflows
+        # that are finishing their steps meanwhile.
+        await asyncio.to_thread(
+            DBOS.destroy, workflow_completion_timeout_sec=workflow_completion_timeout_sec
+        )

@@ -120,13 +120,16 @@ class CrashHarness:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start_worker(self, crash_at: str | None = None) -> WorkerProcess:
-        """Start a worker; with ``crash_at`` it SIGKILLs itself at that crash point."""
+    def start_worker(
+        self, crash_at: str | None = None, *, executor_id: str | None = None
+    ) -> WorkerProcess:
+        """Start a worker; with ``crash_at`` it SIGKILLs itself at that crash point.
+        ``executor_id`` defaults to the harness's, so a restart recovers the same work."""
         if crash_at is not None and crash_at.partition(":")[0] not in CRASH_POINTS:
             raise ValueError(f"unknown crash point {crash_at!r}; known: {CRASH_POINTS}")
         env = {**os.environ, **self.env}
         env["DBOS_AGENTS_DATABASE_URL"] = self.database_url
-        env["DBOS_AGENTS_EXECUTOR_ID"] = self.executor_id
+        env["DBOS_AGENTS_EXECUTOR_ID"] = executor_id or self.executor_id
         env.setdefault("DBOS_AGENTS_QUEUE_POLLING_INTERVAL_SEC", "0.05")
         env.pop(CRASH_ENV, None)
         if crash_at is not None:

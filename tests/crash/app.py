@@ -52,11 +52,18 @@ class AskOut(BaseModel):
 
 
 ask = client_tool("ask", input=AskIn, output=AskOut, timeout=timedelta(seconds=6))
+ask_long = client_tool("ask_long", input=AskIn, output=AskOut)  # the agent's timeout applies
 
 
 def _respond(request: ModelRequest) -> str | ModelResponse:
     """Turn 1 calls the tool named by the user message; turn 2 answers."""
     turn = sum(1 for m in request.messages if m.role == "assistant")
+    if request.agent == "fleet":
+        if turn == 0:
+            return calls(call("ask_long", {"question": request.messages[0].content or ""}))
+        if turn == 1:
+            return calls(call("charge", {"order_id": request.messages[0].content, "cents": 1}))
+        return "fleet done"
     if request.agent == "waiter":
         if turn == 0:
             return calls(call("ask", {"question": request.messages[0].content or ""}))
@@ -77,4 +84,7 @@ def runtime() -> AgentRuntime:
     model = ScriptedModel(respond=_respond, on_call=_on_call)
     agent = Agent("crashy", "test agent", tools=[charge, lookup, refund])
     waiter = Agent("waiter", "asks the user", tools=[ask])
-    return AgentRuntime([agent, waiter], model)
+    fleet = Agent(
+        "fleet", "asks, then charges", tools=[ask_long, charge], tool_timeout=timedelta(minutes=5)
+    )
+    return AgentRuntime([agent, waiter, fleet], model)
