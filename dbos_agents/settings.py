@@ -7,10 +7,28 @@ worker recovers its own sessions after a code change or a dbos upgrade.
 
 from __future__ import annotations
 
+import os
 import socket
+from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+CONFIG_ENV = "DBOS_AGENTS_CONFIG"
+DEFAULT_CONFIG = Path("config") / "dbos-agents.toml"
+
+
+def config_file() -> Path | None:
+    """The settings file: ``$DBOS_AGENTS_CONFIG``, else ``config/dbos-agents.toml`` if present."""
+    explicit = os.environ.get(CONFIG_ENV)
+    if explicit:
+        return Path(explicit)
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None
 
 
 def _default_executor_id() -> str:
@@ -18,9 +36,32 @@ def _default_executor_id() -> str:
 
 
 class Settings(BaseSettings):
-    """Settings shared by workers, clients and the CLI."""
+    """Settings shared by workers, clients and the CLI.
+
+    Precedence: constructor arguments, then ``DBOS_AGENTS_*`` environment variables, then the
+    ``[dbos_agents]`` table of the settings file (see ``config_file``), then defaults.
+    """
 
     model_config = SettingsConfigDict(env_prefix="DBOS_AGENTS_", extra="ignore")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = config_file()
+        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
+        if path is not None:
+            sources += (
+                TomlConfigSettingsSource(
+                    settings_cls, toml_file=path, toml_table_header=("dbos_agents",)
+                ),
+            )
+        return sources
 
     database_url: str | None = None
     """Postgres URL. None means the embedded pgserver under ``data_dir`` (CLI only)."""

@@ -364,3 +364,23 @@ def test_settings_defaults(clean_env: pytest.MonkeyPatch) -> None:
 def test_settings_arguments_override_env(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("DBOS_AGENTS_EXECUTOR_ID", "from-env")
     assert Settings(executor_id="explicit").executor_id == "explicit"
+
+
+def test_settings_file_is_read_and_env_overrides_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[dbos_agents]\nqueue_name = "from_file"\nstale_after_sec = 7\n')
+    monkeypatch.setenv("DBOS_AGENTS_CONFIG", str(cfg))
+    monkeypatch.delenv("DBOS_AGENTS_STALE_AFTER_SEC", raising=False)
+    monkeypatch.setenv("DBOS_AGENTS_QUEUE_NAME", "from_env")
+    s = Settings()
+    assert s.queue_name == "from_env"
+    assert s.stale_after_sec == 7
+
+
+def test_shipped_config_file_parses_into_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("DBOS_AGENTS_CONFIG", str(repo / "config" / "dbos-agents.toml"))
+    s = Settings()
+    assert s.application_version == "dbos-agents-1" and s.tombstone_retention_sec == 86400
