@@ -1,19 +1,30 @@
-"""``dbos-agents demo``: the first run. A support session on the embedded Postgres."""
+"""``dbos-agents demo``: the first run, on the embedded Postgres by default.
+
+A support session runs in a real worker subprocess that is armed to SIGKILL itself right
+after the refund's handler ran (before its checkpoint). A fresh worker resumes the session;
+the refund tool's ``verify`` hook finds the refund at the provider, so it is not paid twice.
+The customer's confirmation (a client tool) is answered through ``AgentClient``.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from .runtime import AgentRuntime
+from .client import AgentClient
+from .examples.support_desk import PAYMENTS_ENV, FakePayments
+from .outcome import TERMINAL
 from .settings import Settings
 from .store.queries import HistoryEntry
+from .testing.crash import CrashHarness, WorkerProcess
 
 console = Console()
+APP = "dbos_agents.examples.support_desk:runtime"
 
 
 def _render(entries: list[HistoryEntry]) -> Table:
@@ -31,42 +42,74 @@ def _render(entries: list[HistoryEntry]) -> Table:
     return table
 
 
-async def run_demo(url: str, settings: Settings) -> None:
-    from .examples.support_desk import runtime as build
+def _drive(client: AgentClient, sid: str, worker: WorkerProcess, timeout: float = 120) -> bool:
+    """Answer the customer's confirmations until the run ends; False if the worker died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for p in client.pending(session_id=sid):
+            console.print(f"  customer confirms [bold]{escape(str(p.arguments))}[/] -> yes")
+            client.submit_tool_result(sid, p.tool_call_id, result={"confirmed": True})
+        if worker.popen.poll() is not None:
+            return False
+        if client.session(sid).status in TERMINAL:
+            return True
+        time.sleep(0.1)
+    raise TimeoutError(f"the demo session did not finish in {timeout}s")
 
-    rt: AgentRuntime = build()
-    rt.settings = settings.model_copy(update={"database_url": url, "executor_id": "demo"})
-    await rt.launch()
-    try:
-        handle = await rt.start("support", "My espresso machine arrived broken, order A-42.")
-        outcome = await handle.result()
-        follow = await rt.send(handle.session_id, "Thanks!")
-        await follow.result()
-        console.print(_render(await handle.history()))
-        ledger = Table(title="tool-call ledger")
+
+def demo(url: str, settings: Settings) -> None:
+    data = Path(settings.data_dir)
+    payments = data / "demo-payments.jsonl"
+    payments.unlink(missing_ok=True)
+    with CrashHarness(
+        APP,
+        url,
+        env={PAYMENTS_ENV: str(payments.resolve())},
+        executor_id="demo-worker",
+        log_dir=data / "logs",
+    ) as harness:
+        client = harness.client
+        console.rule("1. a worker that will be SIGKILLed right after the refund handler runs")
+        worker = harness.start_worker(crash_at="after_handler:2")
+        sid = client.start("support", "My espresso machine arrived broken, order A-42.")
+        console.print(f"  session {sid} started through AgentClient (enqueued)")
+        finished = _drive(client, sid, worker)
+        if not finished:
+            console.print(
+                f"  [red]worker {worker.pid} died by SIGKILL[/] (exit {worker.popen.returncode})"
+                " after issue_refund ran, before its step checkpoint"
+            )
+            console.rule("2. a fresh worker recovers the session")
+            worker = harness.start_worker()
+            _drive(client, sid, worker)
+        try:
+            client.send(sid, "Thanks!")
+            _drive(client, sid, worker)
+        finally:
+            worker.stop()
+        console.print(_render(client.history(sid)))
+        ledger = Table(title="tool-call ledger (dbos_agents.tool_calls)")
         for col in ("tool call", "tool", "status", "attempts", "idempotency key"):
             ledger.add_column(col)
-        for c in await handle.tool_calls():
+        for c in client.tool_calls(sid):
             ledger.add_row(c.tool_call_id, c.tool, c.status, str(c.attempts), c.idempotency_key)
         console.print(ledger)
-        info = await handle.status()
+        info = client.session(sid)
+        refunds = FakePayments(payments).refunds()
         console.print(
             Panel.fit(
-                f"session [bold]{handle.session_id}[/] -> {outcome.status}, "
-                f"{info.turns} model turns, {info.usage.total_tokens} tokens\n"
+                f"session [bold]{sid}[/] -> {info.status}, {info.turns} model turns, "
+                f"{info.usage.total_tokens} tokens\n"
+                f"refunds at the provider: [bold]{len(refunds)}[/] (at most once, across a crash)\n"
                 f"data: Postgres at {url}\n"
-                "  schema dbos_agents: sessions, messages, tool_calls, usage\n"
+                "  schema dbos_agents: sessions, messages, tool_calls, pending_calls, usage\n"
                 "  schema dbos: DBOS workflows and step checkpoints\n"
+                f"  worker logs: {data / 'logs'}\n"
                 "next:\n"
-                "  dbos-agents worker --app dbos_agents.examples.support_desk:runtime\n"
-                "  python -m pytest            # the test suite\n"
+                f"  dbos-agents worker --app {APP}\n"
+                "  dbos-agents pending            # then: dbos-agents submit <session> <call> --result ...\n"
+                "  python -m pytest               # the test suite\n"
                 f"  psql '{url}' -c 'select * from dbos_agents.tool_calls'",
                 title="dbos-agents demo",
             )
         )
-    finally:
-        await rt.shutdown()
-
-
-def demo(url: str, settings: Settings) -> None:
-    asyncio.run(run_demo(url, settings))

@@ -30,6 +30,9 @@ def test_demo_runs_and_prints_transcript_and_next_steps(fresh_database_url: str)
     assert "I refunded $249.00" in r.stdout
     assert "issue_refund" in r.stdout and "completed" in r.stdout
     assert "dbos-agents worker --app" in r.stdout
+    # The worker was SIGKILLed after the refund ran; the resumed session did not pay twice.
+    assert "died by SIGKILL" in r.stdout
+    assert "refunds at the provider: 1" in r.stdout
 
 
 def test_migrate_is_idempotent(fresh_database_url: str) -> None:
