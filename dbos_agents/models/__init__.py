@@ -1,6 +1,34 @@
-"""Model adapters and the protocol they implement."""
+"""Model adapters and the protocol they implement.
+
+``OpenAIModel`` and ``Price`` load on first use, so ``openai`` is only needed by those who
+use them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from .base import Model, ModelRequest, ToolSpec
 from .scripted import ScriptedModel, call, calls
 
-__all__ = ["Model", "ModelRequest", "ScriptedModel", "ToolSpec", "call", "calls"]
+if TYPE_CHECKING:
+    from .openai import OpenAIModel, Price
+
+__all__ = [
+    "Model",
+    "ModelRequest",
+    "OpenAIModel",
+    "Price",
+    "ScriptedModel",
+    "ToolSpec",
+    "call",
+    "calls",
+]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("OpenAIModel", "Price"):
+        from . import openai
+
+        return getattr(openai, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
