@@ -10,9 +10,12 @@ AgentClient as a separate object doing the submits from threads, as an API serve
    check a fast submit can land before ``recv`` and be served from the buffered message,
    which is a different path). Then t0 = ``time.time()`` in the submitting thread just
    before ``client.submit_tool_result``.
-2. Concurrent. Start N sessions, wait until all N are armed, record threads and RSS against
-   the same figures taken right after launch (and right before the burst), then submit to all
-   N from 8 threads and measure per-submit latency and the total drain time.
+2. Concurrent. Start N sessions (``client.start`` from 8 threads, in waves of
+   ``--start-wave`` each armed before the next; ``0`` starts all at once), wait until all N
+   are armed, record threads and RSS against the same figures taken right after launch
+   (and right before the burst), then submit to all N at once from 8 threads and measure
+   per-submit latency and the total drain time. Sessions that fail are counted and the
+   exceptions DBOS logged for them are tabulated, instead of aborting the run.
 3. Raw-DBOS floor, interleaved with section 1 so drift hits both: a workflow doing only
    ``await DBOS.recv_async(topic)``, woken by ``DBOSClient.send`` from a thread (the same
    kind of sync client call the submit is), armed the same way before t0.
@@ -29,17 +32,18 @@ clock serves ``time.time()`` and Postgres, so the differences are meaningful.
 Why not ``await handle.result()`` as the clock: ``SessionHandle.result()`` goes through
 ``DBOS.retrieve_workflow_async(...).get_result()``, which polls the database with DBOS's
 default 1 s interval, so a caller sees ~1 s whatever the real latency; a few samples of that
-are printed separately. Waiting in this bench uses ``get_result(polling_interval_sec=0.005)``
-(sequential) and one bulk SQL query every 20 ms (concurrent): the waits only pace the loop,
+are printed separately. Waiting in this bench uses ``get_result(polling_interval_sec=0.02)``
+(sequential) and one bulk SQL query every 50 ms (concurrent): the waits only pace the loop,
 the figures come from the recorded timestamps. Bulk SQL rather than 1,000 awaited handles,
-because each handle polls through its own thread hop and would itself load the 2 cores.
+because each handle polls through its own thread hop and would itself load the 2 cores
+(the worker is GIL-bound here; "worker CPU s" next to wall time in the phase tables shows it).
 
 DBOS wakes ``recv`` with LISTEN/NOTIFY (a trigger on the notifications table; the
 worker's listener thread sets the waiter's event), so ``queue_polling_interval_sec``
 (0.02 here) affects only how fast a *start* is dequeued, never a resume.
 
     python bench/submit_latency.py [--database-url URL] [--sequential 1000]
-        [--concurrent 1000] [--raw 200] [--handle-samples 5] [--quick]
+        [--concurrent 1000] [--start-wave 100] [--raw 200] [--handle-samples 5] [--quick]
 
 Without --database-url it uses DBOS_AGENTS_DATABASE_URL, else the local server at
 127.0.0.1:5432 (database dbos_agents_bench_submit, recreated).
@@ -49,10 +53,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import math
 import os
 import threading
 import time
+import traceback
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -60,9 +67,10 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from dbos import DBOS
+from dbos import DBOS, WorkflowHandleAsync
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dbos_agents import Agent, AgentRuntime, ModelResponse, Settings, client_tool
@@ -72,8 +80,9 @@ from dbos_agents.testing import create_fresh_database
 
 AGENT = "asker"
 RAW_TOPIC = "bench.raw"
-POLL_SEC = 0.005
-BULK_POLL_SEC = 0.02
+POLL_SEC = 0.005  # pending/armed polls: before t0, they only pace the loop
+FINISH_POLL_SEC = 0.02  # after t0: coarser, so polling steals less CPU from the run
+BULK_POLL_SEC = 0.05
 SUBMIT_THREADS = 8
 ARM_TIMEOUT_SEC = 300.0
 
@@ -125,6 +134,29 @@ def proc_status() -> dict[str, int]:
     return out
 
 
+def host_cpu() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole host, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+class CpuMeter:
+    """Worker-process CPU seconds and host-wide CPU busy share over an interval."""
+
+    def __init__(self) -> None:
+        self.proc0 = time.process_time()
+        self.host0 = host_cpu()
+        self.wall0 = time.perf_counter()
+
+    def read(self) -> tuple[float, float, float]:
+        """(wall s, this process's CPU s, host busy % over all cores)."""
+        busy, total = host_cpu()
+        host = 100 * (busy - self.host0[0]) / max(1, total - self.host0[1])
+        return time.perf_counter() - self.wall0, time.process_time() - self.proc0, host
+
+
 @dataclass
 class Snapshot:
     label: str
@@ -147,6 +179,10 @@ class Snapshot:
         )
 
 
+Phase = tuple[str, float, float | None, float | None]
+"""(label, wall s, worker-process CPU s, host CPU busy %)."""
+
+
 @dataclass
 class Metrics:
     rows: dict[str, list[float]] = field(default_factory=dict)
@@ -167,6 +203,21 @@ def latency_table(title: str, metrics: Metrics, primary: str | None = None) -> T
             *(f"{pct(xs, q):.1f}" for q in (50, 90, 99)),
             f"{max(xs):.1f}",
             f"{min(xs):.1f}",
+        )
+    return table
+
+
+def phase_table(title: str, phases: Sequence[Phase]) -> Table:
+    table = Table(title=title)
+    table.add_column("phase")
+    for col in ("wall s", "worker CPU s", "host CPU busy % (2 cores)"):
+        table.add_column(col, justify="right")
+    for label, wall, cpu, host in phases:
+        table.add_row(
+            label,
+            f"{wall:.2f}",
+            "" if cpu is None else f"{cpu:.2f}",
+            "" if host is None else f"{host:.0f}",
         )
     return table
 
@@ -224,9 +275,7 @@ def timed_send(client: AgentClient, wf: str) -> tuple[float, float]:
     return t0, (time.perf_counter() - p0) * 1000
 
 
-def finish_times(
-    engine: sa.Engine, wfs: Sequence[str]
-) -> dict[str, tuple[str, float | None]]:
+def finish_times(engine: sa.Engine, wfs: Sequence[str]) -> dict[str, tuple[str, float | None]]:
     """workflow id -> (DBOS status, outcome-recorded epoch ms or None if not finished)."""
     with engine.connect() as conn:
         rows = conn.execute(
@@ -238,8 +287,7 @@ def finish_times(
         ).all()
     done = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
     return {
-        r.workflow_uuid: (r.status, float(r.updated_at) if r.status in done else None)
-        for r in rows
+        r.workflow_uuid: (r.status, float(r.updated_at) if r.status in done else None) for r in rows
     }
 
 
@@ -264,8 +312,8 @@ async def one_session(rt: AgentRuntime, client: AgentClient, m: Metrics) -> None
     sid, wf = handle.session_id, handle.workflow_id
     tcid = await asyncio.to_thread(wait_pending_and_armed, client, sid, wf)
     t0, dur = await asyncio.to_thread(timed_submit, client, sid, tcid)
-    wh = await DBOS.retrieve_workflow_async(wf)
-    out = await wh.get_result(polling_interval_sec=POLL_SEC)
+    wh: WorkflowHandleAsync[dict[str, Any]] = await DBOS.retrieve_workflow_async(wf)
+    out = await wh.get_result(polling_interval_sec=FINISH_POLL_SEC)
     seen = time.time()
     assert out["status"] == "completed" and out["turns"] == 2, out
     (status, fin_ms) = (await asyncio.to_thread(finish_times, client.engine, [wf]))[wf]
@@ -274,7 +322,7 @@ async def one_session(rt: AgentRuntime, client: AgentClient, m: Metrics) -> None
     m.add("submit -> run finished (workflow_status.updated_at)", fin_ms - t0 * 1000)
     m.add("submit -> tool message recorded (write #2 began)", tool_ms - t0 * 1000)
     m.add("submit call itself (client.submit_tool_result)", dur)
-    m.add("submit -> caller saw finish (5 ms get_result poll)", (seen - t0) * 1000)
+    m.add("submit -> caller saw finish (20 ms get_result poll)", (seen - t0) * 1000)
 
 
 async def one_raw(client: AgentClient, m: Metrics) -> None:
@@ -307,118 +355,205 @@ async def handle_result_samples(rt: AgentRuntime, client: AgentClient, n: int) -
     return out
 
 
-def count_armed(engine: sa.Engine, sids: Sequence[str]) -> tuple[int, int, dict[str, int]]:
-    """(pending rows waiting, workflows armed in recv, session status counts)."""
+def wait_states(engine: sa.Engine, sids: Sequence[str]) -> dict[str, tuple[str, bool]]:
+    """session id -> (DBOS workflow status, pending row waiting and workflow armed in recv).
+
+    A session's first run is the workflow named by the session id."""
     with engine.connect() as conn:
-        pending = conn.execute(
+        rows = conn.execute(
             sa.text(
-                "SELECT count(*) FROM dbos_agents.pending_calls"
-                " WHERE root_session_id = ANY(:s) AND status = 'waiting'"
-            ),
-            {"s": list(sids)},
-        ).scalar_one()
-        armed = conn.execute(
-            sa.text(
-                "SELECT count(DISTINCT workflow_uuid) FROM dbos.operation_outputs"
-                " WHERE workflow_uuid = ANY(:s) AND function_name = 'DBOS.sleep'"
-            ),
-            {"s": list(sids)},
-        ).scalar_one()
-        statuses = conn.execute(
-            sa.text(
-                "SELECT status, count(*) FROM dbos.workflow_status"
-                " WHERE workflow_uuid = ANY(:s) GROUP BY status"
+                "SELECT w.workflow_uuid, w.status,"
+                " EXISTS (SELECT 1 FROM dbos.operation_outputs o"
+                "   WHERE o.workflow_uuid = w.workflow_uuid AND o.function_name = 'DBOS.sleep')"
+                " AND EXISTS (SELECT 1 FROM dbos_agents.pending_calls p"
+                "   WHERE p.root_session_id = w.workflow_uuid AND p.status = 'waiting') AS armed"
+                " FROM dbos.workflow_status w WHERE w.workflow_uuid = ANY(:s)"
             ),
             {"s": list(sids)},
         ).all()
-    return int(pending), int(armed), {r[0]: int(r[1]) for r in statuses}
+    return {r.workflow_uuid: (r.status, bool(r.armed)) for r in rows}
 
 
-async def concurrent(
-    client: AgentClient, n: int, baseline: Snapshot
-) -> tuple[list[Snapshot], Metrics, dict[str, float]]:
-    snaps = [baseline, Snapshot.take("before the burst (after sections 1+3)")]
-    info: dict[str, float] = {}
+def open_calls(engine: sa.Engine, sids: Sequence[str]) -> list[tuple[str, str]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT root_session_id, tool_call_id FROM dbos_agents.pending_calls"
+                " WHERE root_session_id = ANY(:s) AND status = 'waiting'"
+            ),
+            {"s": list(sids)},
+        ).all()
+    return [(r.root_session_id, r.tool_call_id) for r in rows]
+
+
+class ErrorLog(logging.Filter):
+    """Counts the exceptions DBOS logs for failed workflows (and keeps their tracebacks
+    off the console, so the tables stay readable)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            frames = traceback.extract_tb(exc.__traceback__)
+            ours = [f for f in frames if "dbos_agents" in f.filename]
+            where = (
+                f" [in {ours[-1].name}, {ours[-1].filename.split('dbos_agents/')[-1]}:{ours[-1].lineno}]"
+                if ours
+                else ""
+            )
+            if any(f.filename.endswith("dbos/_datasource.py") for f in frames):
+                where += " [DBOS datasource transaction]"
+            self.counts[f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}{where}"] += 1
+            return False
+        return True
+
+
+@dataclass
+class Concurrent:
+    snaps: list[Snapshot]
+    metrics: Metrics
+    phases: list[Phase]
+    problems: list[str]
+
+
+async def concurrent(client: AgentClient, n: int, wave: int, baseline: Snapshot) -> Concurrent:
+    """Start n sessions (in waves of ``wave``; 0 = all at once), let them all wait, then
+    submit to every one from SUBMIT_THREADS threads. Failures are counted, not fatal."""
+    out = Concurrent(
+        [baseline, Snapshot.take("before the burst (after sections 1+3)")], Metrics(), [], []
+    )
     loop = asyncio.get_running_loop()
+    failed: dict[str, str] = {}
     with ThreadPoolExecutor(SUBMIT_THREADS, thread_name_prefix="bench-submit") as pool:
-        t_start = time.perf_counter()
-        sids = list(
-            await asyncio.gather(
-                *(
-                    loop.run_in_executor(pool, client.start, AGENT, f"bulk {i}")
-                    for i in range(n)
+        cpu = CpuMeter()
+        sids: list[str] = []
+        armed: set[str] = set()
+        step = wave or n
+        for lo in range(0, n, step):
+            batch = list(
+                await asyncio.gather(
+                    *(
+                        loop.run_in_executor(pool, client.start, AGENT, f"bulk {i}")
+                        for i in range(lo, min(n, lo + step))
+                    )
                 )
             )
-        )
-        info["start calls (s)"] = time.perf_counter() - t_start
-        deadline = time.monotonic() + ARM_TIMEOUT_SEC
-        while True:
-            pending, armed, statuses = await asyncio.to_thread(count_armed, client.engine, sids)
-            if pending == n and armed == n:
-                break
-            if time.monotonic() > deadline or any(
-                s in statuses for s in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
-            ):
-                raise RuntimeError(
-                    f"only {pending} pending rows / {armed} armed of {n} after"
-                    f" {time.perf_counter() - t_start:.0f}s; workflow statuses {statuses}"
-                )
-            await asyncio.sleep(0.1)
-        info["start -> all armed in recv (s)"] = time.perf_counter() - t_start
-        snaps.append(Snapshot.take(f"{n} sessions waiting"))
-        await asyncio.sleep(2.0)
-        snaps.append(Snapshot.take(f"{n} sessions waiting, +2 s idle"))
+            sids += batch
+            deadline = time.monotonic() + ARM_TIMEOUT_SEC
+            todo = set(batch)
+            while todo:
+                await asyncio.sleep(0.25)
+                for sid, (status, ok) in (
+                    await asyncio.to_thread(wait_states, client.engine, list(todo))
+                ).items():
+                    if ok and status == "PENDING":
+                        armed.add(sid)
+                        todo.discard(sid)
+                    elif status not in ("PENDING", "ENQUEUED"):
+                        failed[sid] = status
+                        todo.discard(sid)
+                if todo and time.monotonic() > deadline:
+                    out.problems.append(
+                        f"{len(todo)} sessions not armed {ARM_TIMEOUT_SEC:.0f}s after their start"
+                    )
+                    break
+        how = f"in waves of {wave}" if wave and wave < n else "all at once"
+        out.phases.append((f"start {n} ({how}) -> {len(armed)} armed in recv", *cpu.read()))
+        if failed:
+            out.problems.append(
+                f"{len(failed)} of {n} sessions failed before reaching recv"
+                f" (DBOS status {sorted(set(failed.values()))})"
+            )
+        out.snaps.append(Snapshot.take(f"{len(armed)} sessions waiting"))
+        idle = CpuMeter()
+        await asyncio.sleep(5.0)
+        out.phases.append((f"{len(armed)} waiting, idle 5 s", *idle.read()))
+        out.snaps.append(Snapshot.take(f"{len(armed)} sessions waiting, +5 s idle"))
 
-        with client.engine.connect() as conn:
-            calls_ = conn.execute(
-                sa.text(
-                    "SELECT root_session_id, tool_call_id FROM dbos_agents.pending_calls"
-                    " WHERE root_session_id = ANY(:s) AND status = 'waiting'"
-                ),
-                {"s": sids},
-            ).all()
-        assert len(calls_) == n
+        calls_ = [
+            c for c in await asyncio.to_thread(open_calls, client.engine, sids) if c[0] in armed
+        ]
         submitted: dict[str, tuple[float, float]] = {}
+        submit_errors: Counter[str] = Counter()
 
         async def submit_one(sid: str, tcid: str) -> None:
-            submitted[sid] = await loop.run_in_executor(pool, timed_submit, client, sid, tcid)
+            try:
+                submitted[sid] = await loop.run_in_executor(pool, timed_submit, client, sid, tcid)
+            except Exception as exc:
+                submit_errors[f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"] += 1
 
-        t_sub = time.perf_counter()
-        submits = asyncio.gather(*(submit_one(r.root_session_id, r.tool_call_id) for r in calls_))
+        cpu = CpuMeter()
+        submits = asyncio.gather(*(submit_one(sid, tcid) for sid, tcid in calls_))
         finished: dict[str, float] = {}
+        ended_badly: dict[str, str] = {}
         deadline = time.monotonic() + ARM_TIMEOUT_SEC
-        while len(finished) < n:
+        left = [sid for sid, _ in calls_]
+        while left:
             await asyncio.sleep(BULK_POLL_SEC)
-            left = [s for s in sids if s not in finished]
             for wf, (status, fin) in (
                 await asyncio.to_thread(finish_times, client.engine, left)
             ).items():
                 if fin is not None:
-                    if status != "SUCCESS":
-                        raise RuntimeError(f"session {wf} ended {status}")
-                    finished[wf] = fin
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"only {len(finished)} of {n} finished after submits")
+                    if status == "SUCCESS":
+                        finished[wf] = fin
+                    else:
+                        ended_badly[wf] = status
+            left = [s for s in left if s not in finished and s not in ended_badly]
+            if submits.done() and submit_errors:
+                left = [s for s in left if s in submitted]
+            if left and time.monotonic() > deadline:
+                out.problems.append(
+                    f"{len(left)} sessions still running {ARM_TIMEOUT_SEC:.0f}s after the submits"
+                )
+                break
+        drain = cpu.read()
         await submits
-        info["all submits returned (s)"] = max(t0 + d / 1000 for t0, d in submitted.values()) - (
-            min(t0 for t0, _ in submitted.values())
+        if submit_errors:
+            out.problems += [f"submit failed x{c}: {e}" for e, c in submit_errors.items()]
+        if ended_badly:
+            out.problems.append(
+                f"{len(ended_badly)} of {len(calls_)} sessions ended badly after their submit"
+                f" (DBOS status {sorted(set(ended_badly.values()))})"
+            )
+        if submitted:
+            first = min(t0 for t0, _ in submitted.values())
+            out.phases.append(
+                (
+                    f"all {len(submitted)} submits returned (first t0 -> last return)",
+                    max(t0 + d / 1000 for t0, d in submitted.values()) - first,
+                    None,
+                    None,
+                )
+            )
+            if finished:
+                out.phases.append(
+                    (
+                        f"drain: first submit -> last of {len(finished)} runs finished",
+                        max(finished.values()) / 1000 - first,
+                        None,
+                        None,
+                    )
+                )
+        out.phases.append((f"drain as seen by the {BULK_POLL_SEC * 1000:.0f} ms poller", *drain))
+    out.snaps.append(Snapshot.take("after drain"))
+    tool_ms = await asyncio.to_thread(tool_message_times, client.engine, list(finished))
+    for sid, fin in finished.items():
+        t0 = submitted[sid][0]
+        out.metrics.add("submit -> run finished (workflow_status.updated_at)", fin - t0 * 1000)
+        out.metrics.add(
+            "submit -> tool message recorded (write #2 began)", tool_ms[sid] - t0 * 1000
         )
-        info["first submit -> last run finished (s)"] = (
-            max(finished.values()) / 1000 - min(t0 for t0, _ in submitted.values())
-        )
-        info["drain observed by poller (s)"] = time.perf_counter() - t_sub
-    snaps.append(Snapshot.take("after drain"))
-    tool_ms = await asyncio.to_thread(tool_message_times, client.engine, sids)
-    m = Metrics()
-    for sid in sids:
-        t0, dur = submitted[sid]
-        m.add("submit -> run finished (workflow_status.updated_at)", finished[sid] - t0 * 1000)
-        m.add("submit -> tool message recorded (write #2 began)", tool_ms[sid] - t0 * 1000)
-        m.add("submit call itself (client.submit_tool_result)", dur)
-    return snaps, m, info
+    for _, dur in submitted.values():
+        out.metrics.add("submit call itself (client.submit_tool_result)", dur)
+    return out
 
 
-async def run(url: str, sequential: int, n_concurrent: int, n_raw: int, handles: int) -> None:
+async def run(
+    url: str, sequential: int, n_concurrent: int, wave: int, n_raw: int, handles: int
+) -> None:
     settings = Settings(
         database_url=url,
         executor_id="bench-submit",
@@ -433,6 +568,8 @@ async def run(url: str, sequential: int, n_concurrent: int, n_raw: int, handles:
     )
     await rt.launch()
     baseline = Snapshot.take("just after launch (baseline)")
+    errors = ErrorLog()
+    logging.getLogger("dbos").addFilter(errors)
     client = AgentClient(url, settings=settings)
     try:
         # Warm up both paths.
@@ -441,13 +578,19 @@ async def run(url: str, sequential: int, n_concurrent: int, n_raw: int, handles:
 
         ours, raw = Metrics(), Metrics()
         every = max(1, sequential // max(1, n_raw))
-        t_seq = time.perf_counter()
+        cpu = CpuMeter()
         for i in range(max(sequential, n_raw)):
-            if i % every == 0 and len(raw.rows.get("send call itself (DBOSClient.send)", [])) < n_raw:
+            if (
+                i % every == 0
+                and len(raw.rows.get("send call itself (DBOSClient.send)", [])) < n_raw
+            ):
                 await one_raw(client, raw)
             if i < sequential:
                 await one_session(rt, client, ours)
-        seq_wall = time.perf_counter() - t_seq
+        seq_phase: Phase = (
+            f"sections 1+3: {sequential} sessions + {n_raw} raw, one at a time",
+            *cpu.read(),
+        )
         while len(raw.rows.get("send call itself (DBOSClient.send)", [])) < n_raw:
             await one_raw(client, raw)
         handle_ms = await handle_result_samples(rt, client, handles)
@@ -473,13 +616,21 @@ async def run(url: str, sequential: int, n_concurrent: int, n_raw: int, handles:
                 + ", ".join(f"{x:.0f}" for x in handle_ms)
                 + " ms"
             )
+        console.print(phase_table("1+3. cost of the sequential loop", [seq_phase]))
         console.print(
-            f"sections 1+3 wall time {seq_wall:.1f} s"
-            f" ({seq_wall / max(1, sequential) * 1000:.0f} ms per session incl. start/dequeue)"
+            f"per sequential session incl. start, dequeue and polling: "
+            f"{seq_phase[1] / max(1, sequential) * 1000:.0f} ms wall,"
+            f" {(seq_phase[2] or 0) / max(1, sequential) * 1000:.0f} ms worker CPU"
         )
 
-        snaps, bulk, info = await concurrent(client, n_concurrent, baseline)
-        st = Table(title=f"2. worker process while {n_concurrent} sessions wait in recv")
+        ours_p50 = pct(ours.rows[primary], 50)
+        raw_p50 = pct(raw.rows["send -> workflow finished (workflow_status.updated_at)"], 50)
+        tool_p50 = pct(ours.rows["submit -> tool message recorded (write #2 began)"], 50)
+
+        c = await concurrent(client, n_concurrent, wave, baseline)
+        waiting = c.snaps[2]
+        armed = int(waiting.label.split()[0])
+        st = Table(title=f"2. worker process while {armed} sessions wait in recv")
         for col in (
             "when",
             "threading.active_count()",
@@ -489,41 +640,42 @@ async def run(url: str, sequential: int, n_concurrent: int, n_raw: int, handles:
             "VmHWM MB",
         ):
             st.add_column(col, justify="left" if col == "when" else "right")
-        for s in snaps:
+        for snap in c.snaps:
             st.add_row(
-                s.label,
-                str(s.active),
-                str(s.threads),
-                str(s.dbos_executor),
-                f"{s.rss_mb:.1f}",
-                f"{s.hwm_mb:.1f}",
+                snap.label,
+                str(snap.active),
+                str(snap.threads),
+                str(snap.dbos_executor),
+                f"{snap.rss_mb:.1f}",
+                f"{snap.hwm_mb:.1f}",
             )
         console.print(st)
-        waiting = snaps[2]
         console.print(
             f"while waiting vs baseline: threads +{waiting.threads - baseline.threads}"
-            f" ({(waiting.threads - baseline.threads) / n_concurrent:.3f} per session),"
+            f" ({(waiting.threads - baseline.threads) / max(1, armed):.3f} per session),"
             f" RSS +{waiting.rss_mb - baseline.rss_mb:.1f} MB"
-            f" ({(waiting.rss_mb - baseline.rss_mb) * 1024 / n_concurrent:.1f} KB per session)"
+            f" ({(waiting.rss_mb - baseline.rss_mb) * 1024 / max(1, armed):.1f} KB per session)"
         )
-        console.print(
-            latency_table(
-                f"2. submit -> resume under load: {n_concurrent} waiting sessions,"
-                f" submitted from {SUBMIT_THREADS} threads",
-                bulk,
-                primary,
+        if c.metrics.rows:
+            console.print(
+                latency_table(
+                    f"2. submit -> resume under load: {armed} waiting sessions,"
+                    f" submitted from {SUBMIT_THREADS} threads",
+                    c.metrics,
+                    primary,
+                )
             )
-        )
-        it = Table(title="2. timings")
-        it.add_column("phase")
-        it.add_column("seconds", justify="right")
-        for k, v in info.items():
-            it.add_row(k.removesuffix(" (s)"), f"{v:.2f}")
-        console.print(it)
+        console.print(phase_table("2. phases", c.phases))
+        for problem in c.problems:
+            console.print(f"[red]2. PROBLEM: {escape(problem)}[/red]")
+        if errors.counts:
+            et = Table(title="exceptions DBOS logged for failed workflows")
+            et.add_column("count", justify="right")
+            et.add_column("exception")
+            for text, count in errors.counts.most_common():
+                et.add_row(str(count), escape(text))
+            console.print(et)
 
-        ours_p50 = pct(ours.rows[primary], 50)
-        raw_p50 = pct(raw.rows["send -> workflow finished (workflow_status.updated_at)"], 50)
-        tool_p50 = pct(ours.rows["submit -> tool message recorded (write #2 began)"], 50)
         print(f"ratio {ours_p50 / raw_p50:.2f}  (sequential p50 submit->run finished / raw p50)")
         print(
             f"ratio to tool message {tool_p50 / raw_p50:.2f}"
@@ -539,6 +691,13 @@ def main() -> None:
     p.add_argument("--database-url", default=os.environ.get("DBOS_AGENTS_DATABASE_URL"))
     p.add_argument("--sequential", type=int, default=1000)
     p.add_argument("--concurrent", type=int, default=1000)
+    p.add_argument(
+        "--start-wave",
+        type=int,
+        default=100,
+        help="section 2: start sessions in waves of this many, each armed before the next"
+        " (0 = all at once)",
+    )
     p.add_argument("--raw", type=int, default=200)
     p.add_argument("--handle-samples", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="smoke run: 50/50/20, 2 handle samples")
@@ -548,7 +707,16 @@ def main() -> None:
     url = args.database_url or create_fresh_database(
         "postgresql://postgres@127.0.0.1:5432/postgres", "dbos_agents_bench_submit"
     )
-    asyncio.run(run(url, args.sequential, args.concurrent, args.raw, args.handle_samples))
+    asyncio.run(
+        run(
+            url,
+            args.sequential,
+            args.concurrent,
+            args.start_wave,
+            args.raw,
+            args.handle_samples,
+        )
+    )
 
 
 if __name__ == "__main__":
