@@ -78,6 +78,13 @@ class Settings(BaseSettings):
     model_backoff_initial_sec: float = 0.5
     model_backoff_max_sec: float = 10.0
     connect_timeout_sec: float = 5.0
+    db_pool_size: int = 10
+    db_max_overflow: int = 20
+    db_pool_timeout_sec: float = 600.0
+    """How long a workflow write waits for a pooled connection. Waiting is backpressure; a
+    short timeout would fail a burst of sessions for good (their workflows end in ERROR)."""
+    result_polling_interval_sec: float = 0.05
+    """How often ``SessionHandle.result()`` checks for the run's end."""
     tombstone_retention_sec: float = 24 * 3600
     """How long settled pending calls are kept, so duplicate submits say already_completed."""
     reap_interval_sec: float = 600.0

@@ -119,7 +119,16 @@ class AgentRuntime:
             "log_level": s.log_level,
         }
         DBOS(config=config)
-        ds = await AsyncSQLAlchemyDatasource.create(sqlalchemy_url(url), schema=SCHEMA)
+        ds = await AsyncSQLAlchemyDatasource.create(
+            sqlalchemy_url(url),
+            schema=SCHEMA,
+            engine_kwargs={
+                "pool_size": s.db_pool_size,
+                "max_overflow": s.db_max_overflow,
+                "pool_timeout": s.db_pool_timeout_sec,
+                "pool_pre_ping": True,
+            },
+        )
         set_context(WorkerContext(self.agents, self.model, s, Ledger(ds)))
         DBOS.launch()
         await DBOS.register_queue_async(
@@ -199,8 +208,9 @@ class AgentRuntime:
                     return value
                 if (await handle.get_status()).status not in ("PENDING", "ENQUEUED"):
                     break
-            return await handle.get_result()
+            return await handle.get_result(polling_interval_sec=poll)
 
+        poll = self.settings.result_polling_interval_sec
         return SessionHandle(session_id, workflow_id, engine, get_result)
 
     async def heartbeat(self) -> None:

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from dbos import DBOS
+from dbos._error import DBOSException
 from pydantic import ValidationError
 
 from ..agent import Agent
@@ -185,7 +186,17 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
     """
     agent = get_context().agent(spec["agent"])
     while True:
-        outcome = await _run_once(spec, agent)
+        try:
+            outcome = await _run_once(spec, agent)
+        except DBOSException:
+            raise  # DBOS's own control flow (ownership lost, ...): not ours to handle
+        except Exception as exc:  # a bug or an outage: end the run visibly, never silently
+            outcome = RunOutcome(
+                session_id=spec["session_id"],
+                run_seq=spec["run_seq"],
+                status="failed",
+                error=f"{type(exc).__name__}: {exc}",
+            )
         wait_next = agent.persistent and outcome.status != "interrupted"
         await get_context().ledger.finish_run(
             spec, outcome.status, outcome.output, outcome.error, wait_next

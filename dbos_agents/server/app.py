@@ -1,0 +1,156 @@
+"""``create_app(settings) -> FastAPI`` and ``serve``: the HTTP API over ``AgentClient``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Response
+from starlette.concurrency import run_in_threadpool
+
+from ..client import AgentClient
+from ..errors import ConfigurationError
+from .auth import Authenticate, Clock, SessionTokens, load_authenticate
+from .context import ServerContext
+from .errors import install_error_handlers
+from .limits import BodyLimitMiddleware
+from .metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
+from .routes import router
+from .schemas import ErrorBody
+from .settings import MIN_SECRET_CHARS, ServerSettings
+
+log = logging.getLogger("dbos_agents.server")
+
+
+def create_app(
+    settings: ServerSettings,
+    *,
+    authenticate: Authenticate | None = None,
+    client: AgentClient | None = None,
+    clock: Clock = time.time,
+) -> FastAPI:
+    """The HTTP API. Refuses (``ConfigurationError``) to build an app with neither an
+    ``authenticate`` hook nor ``allow_unauthenticated=True`` (see ``dbos_agents.server.auth``).
+
+    ``client`` is used as given (and not closed); otherwise one is made at startup from
+    ``settings.database_url`` and closed at shutdown. ``clock`` dates token expiry.
+    """
+    if authenticate is None and settings.authenticate:
+        authenticate = load_authenticate(settings.authenticate)
+    if authenticate is None and not settings.allow_unauthenticated:
+        raise ConfigurationError(
+            "refusing to start the HTTP server without authentication: pass an authenticate"
+            " hook, or set allow_unauthenticated=True"
+            " (DBOS_AGENTS_SERVER_ALLOW_UNAUTHENTICATED=1) for a trusted network"
+        )
+    secret = settings.secret.get_secret_value() if settings.secret is not None else None
+    if secret is not None and len(secret) < MIN_SECRET_CHARS:
+        raise ConfigurationError(
+            f"the token secret must have at least {MIN_SECRET_CHARS} characters"
+        )
+    if client is None and settings.database_url is None:
+        raise ConfigurationError(
+            "the server needs a database_url (DBOS_AGENTS_SERVER_DATABASE_URL or"
+            " DBOS_AGENTS_DATABASE_URL)"
+        )
+    if settings.allow_unauthenticated:
+        log.warning(
+            "allow_unauthenticated=True: anyone who reaches this server can start sessions%s",
+            "" if secret else " and, with no token secret, read and drive every session",
+            extra={"event": "server.unauthenticated"},
+        )
+    tokens = SessionTokens(secret, settings.token_ttl_sec, clock=clock) if secret else None
+    ctx = ServerContext(
+        settings=settings,
+        tokens=tokens,
+        authenticate=authenticate,
+        metrics=Metrics(),
+        client=client,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if ctx.client is None:
+            url = settings.database_url
+            assert url is not None
+            ctx.client = await run_in_threadpool(AgentClient, url)
+            ctx.owns_client = True
+        try:
+            yield
+        finally:
+            if ctx.owns_client and ctx.client is not None:
+                ctx.client.close()
+                ctx.client = None
+
+    app = FastAPI(
+        title="dbos-agents",
+        summary="Durable LLM agent sessions: start, follow, answer client tools and approvals.",
+        version="1",
+        lifespan=lifespan,
+    )
+    app.state.dbos_agents = ctx
+    app.include_router(router)
+    if settings.metrics_enabled:
+
+        @app.get("/metrics", tags=["operations"], response_class=Response)
+        async def metrics() -> Response:
+            """Prometheus text format; no auth (route templates and counts, never ids)."""
+            return Response(ctx.metrics.render(), media_type=CONTENT_TYPE)
+
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)  # outermost: counts 411/413
+    _publish_400_not_422(app)
+    return app
+
+
+def _publish_400_not_422(app: FastAPI) -> None:
+    """Malformed bodies answer 400 INVALID_REQUEST; say so in /openapi.json."""
+    default = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = default()
+        for path in schema.get("paths", {}).values():
+            for op in path.values():
+                responses = op.get("responses", {})
+                invalid = responses.pop("422", None)
+                if invalid is not None and "400" not in responses:
+                    responses["400"] = {
+                        "description": "INVALID_REQUEST",
+                        "content": {
+                            "application/json": {
+                                "schema": {"$ref": "#/components/schemas/ErrorBody"}
+                            }
+                        },
+                    }
+        components = schema.get("components", {}).get("schemas", {})
+        if "ErrorBody" not in components:
+            components["ErrorBody"] = ErrorBody.model_json_schema(
+                ref_template="#/components/schemas/{model}"
+            )
+        for unused in ("HTTPValidationError", "ValidationError"):
+            components.pop(unused, None)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def serve(settings: ServerSettings | None = None, authenticate: Authenticate | None = None) -> None:
+    """Run the API under uvicorn until SIGINT/SIGTERM (``dbos-agents serve``)."""
+    import uvicorn
+
+    settings = settings or ServerSettings()
+    app = create_app(settings, authenticate=authenticate)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        proxy_headers=False,
+    )

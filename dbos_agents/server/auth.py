@@ -1,0 +1,184 @@
+"""Who may call what: HMAC session tokens and the ``authenticate`` hook.
+
+Session tokens
+    ``POST /sessions`` answers with a token bound to the new, server-issued session id:
+    ``v1.<base64url(session id)>.<expiry, unix seconds>.<base64url(HMAC-SHA256)>``, signed
+    with ``ServerSettings.secret`` over everything before the signature. Every
+    ``/sessions/{id}/...`` call sends it as ``Authorization: Bearer <token>``. Missing or
+    malformed header, bad signature or expired token: 401. A valid token for another
+    session: 403. Signatures and session ids are compared with ``hmac.compare_digest``.
+
+The ``authenticate`` hook
+    ``authenticate(request, operation, session_id) -> Principal | None`` (sync or async) is
+    called first on every API call (``session_id`` is None for ``create_session``):
+
+    - return a ``Principal``: the hook vouches for the call; no token is needed. On session
+      routes, when the principal has a ``tenant_id`` or ``user_id``, the server also checks
+      that the session belongs to it (403 otherwise). On ``create_session`` its
+      ``user_id``/``tenant_id`` become the session's (a different value in the body: 403);
+      fields it leaves ``None`` may come from the body.
+    - return ``None``: no opinion; the session token decides (``create_session`` then needs
+      ``allow_unauthenticated=True``, else 401).
+    - raise ``fastapi.HTTPException(401 or 403)``: refused, whatever token is sent.
+
+    So a hook can *replace* tokens (return principals everywhere) or *add to* them (return a
+    principal for ``create_session`` only, raise when the caller is not logged in, return
+    ``None`` elsewhere so the token is still required).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import importlib
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal, TypeAlias
+
+from fastapi import HTTPException, Request
+
+from ..errors import ConfigurationError
+
+Operation = Literal[
+    "create_session",
+    "send_message",
+    "read_session",
+    "read_pending",
+    "read_events",
+    "submit",
+    "interrupt",
+    "refresh_token",
+]
+"""What a call wants to do; the hook's second argument."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller, as an ``authenticate`` hook established it."""
+
+    subject: str
+    """Who it is (a user name, a service account); for logs and audit."""
+    user_id: str | None = None
+    tenant_id: str | None = None
+
+
+Authenticate: TypeAlias = Callable[
+    [Request, Operation, str | None], "Principal | Awaitable[Principal | None] | None"
+]
+"""``authenticate(request, operation, session_id) -> Principal | None``, sync or async."""
+
+Clock: TypeAlias = Callable[[], float]
+"""Seconds since the epoch (``time.time``); injectable for tests."""
+
+TOKEN_VERSION = "v1"
+
+
+class TokenError(Exception):
+    """A bearer token that does not authenticate anybody (401)."""
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: str
+    expires_at: datetime
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class SessionTokens:
+    """Issues and verifies session-bound HMAC tokens (see the module doc)."""
+
+    def __init__(self, secret: str, ttl_seconds: int, *, clock: Clock = time.time) -> None:
+        self._key = hashlib.sha256(b"dbos-agents session token\x00" + secret.encode()).digest()
+        self.ttl_seconds = ttl_seconds
+        self.clock = clock
+
+    def _sign(self, signed_part: str) -> str:
+        return _b64(hmac.new(self._key, signed_part.encode("ascii"), hashlib.sha256).digest())
+
+    def issue(self, session_id: str) -> IssuedToken:
+        expires = int(self.clock()) + self.ttl_seconds
+        signed_part = f"{TOKEN_VERSION}.{_b64(session_id.encode())}.{expires}"
+        return IssuedToken(
+            token=f"{signed_part}.{self._sign(signed_part)}",
+            expires_at=datetime.fromtimestamp(expires, UTC),
+        )
+
+    def verify(self, token: str) -> str:
+        """The session id the token is bound to; raises ``TokenError``."""
+        parts = token.split(".")
+        if len(parts) != 4 or parts[0] != TOKEN_VERSION or not parts[2].isdigit():
+            raise TokenError("malformed token")
+        signed_part, signature = token.rpartition(".")[0], parts[3]
+        try:
+            expected = self._sign(signed_part)
+        except UnicodeEncodeError:
+            raise TokenError("malformed token") from None
+        # Compare the canonical encodings, so no two strings carry the same signature.
+        if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
+            raise TokenError("bad token signature")
+        if int(parts[2]) <= self.clock():
+            raise TokenError("token expired")
+        try:
+            return _unb64(parts[1]).decode()
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            raise TokenError("malformed token") from None
+
+
+@dataclass(frozen=True)
+class Access:
+    """How a call was let in."""
+
+    via: Literal["hook", "token", "anonymous"]
+    principal: Principal | None = None
+
+
+def unauthorized(message: str) -> HTTPException:
+    return HTTPException(401, message, headers={"WWW-Authenticate": "Bearer"})
+
+
+def bearer_token(request: Request) -> str:
+    header = request.headers.get("authorization")
+    if header is None:
+        raise unauthorized("missing Authorization: Bearer <token> header")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        raise unauthorized("malformed Authorization header; expected 'Bearer <token>'")
+    return token
+
+
+async def call_hook(
+    hook: Authenticate, request: Request, operation: Operation, session_id: str | None
+) -> Principal | None:
+    result = hook(request, operation, session_id)
+    if inspect.isawaitable(result):
+        result = await result
+    if result is not None and not isinstance(result, Principal):
+        raise TypeError(f"authenticate must return a Principal or None, got {result!r}")
+    return result
+
+
+def load_authenticate(spec: str) -> Authenticate:
+    """Import ``module:callable`` (e.g. from ``DBOS_AGENTS_SERVER_AUTHENTICATE``)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(f"authenticate must look like 'package.module:func', got {spec!r}")
+    try:
+        hook = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"cannot load authenticate hook {spec!r}: {exc}") from exc
+    if not callable(hook):
+        raise ConfigurationError(f"authenticate hook {spec!r} is not callable")
+    return hook  # type: ignore[no-any-return]

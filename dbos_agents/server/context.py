@@ -1,0 +1,76 @@
+"""What the routes share: settings, the ``AgentClient``, tokens, the hook, metrics."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass, field
+
+from fastapi import HTTPException, Request
+from starlette.concurrency import run_in_threadpool
+
+from ..client import AgentClient
+from .auth import (
+    Access,
+    Authenticate,
+    Operation,
+    Principal,
+    SessionTokens,
+    TokenError,
+    bearer_token,
+    call_hook,
+    unauthorized,
+)
+from .metrics import Metrics
+from .settings import ServerSettings
+
+
+@dataclass
+class ServerContext:
+    settings: ServerSettings
+    tokens: SessionTokens | None
+    authenticate: Authenticate | None
+    metrics: Metrics
+    client: AgentClient | None = None
+    owns_client: bool = field(default=False)
+
+    def agent_client(self) -> AgentClient:
+        if self.client is None:  # only before startup or after shutdown
+            raise HTTPException(503, "the server is not started")
+        return self.client
+
+    async def authorize(
+        self, request: Request, operation: Operation, session_id: str | None
+    ) -> Access:
+        """Let the call in or raise 401/403 (see ``dbos_agents.server.auth``)."""
+        if self.authenticate is not None:
+            principal = await call_hook(self.authenticate, request, operation, session_id)
+            if principal is not None:
+                if session_id is not None:
+                    await self._check_owner(principal, session_id)
+                return Access(via="hook", principal=principal)
+        if session_id is None:
+            if self.settings.allow_unauthenticated:
+                return Access(via="anonymous")
+            raise unauthorized("not authenticated")
+        if self.tokens is None:
+            if self.settings.allow_unauthenticated:
+                return Access(via="anonymous")
+            raise unauthorized("not authenticated")
+        try:
+            bound = self.tokens.verify(bearer_token(request))
+        except TokenError as exc:
+            raise unauthorized(str(exc)) from None
+        if not hmac.compare_digest(bound.encode(), session_id.encode()):
+            raise HTTPException(403, "this token is for another session")
+        return Access(via="token")
+
+    async def _check_owner(self, principal: Principal, session_id: str) -> None:
+        if principal.tenant_id is None and principal.user_id is None:
+            return
+        info = await run_in_threadpool(self.agent_client().session, session_id)
+        for mine, theirs in (
+            (principal.tenant_id, info.tenant_id),
+            (principal.user_id, info.user_id),
+        ):
+            if mine is not None and mine != theirs:
+                raise HTTPException(403, "this session belongs to another user or tenant")

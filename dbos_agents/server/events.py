@@ -1,0 +1,126 @@
+"""``GET /sessions/{id}/events``: the session's messages as server-sent events.
+
+The event log is ``dbos_agents.messages`` ordered by ``seq``: each message is one event
+``id: <seq>`` / ``event: message`` / ``data: {seq, run_seq, role, content, tool_calls,
+tool_call_id, name, created_at}``. A client resumes after event N with the
+``Last-Event-ID: N`` header (what ``EventSource`` sends on reconnect; it wins) or
+``?offset=N``: it gets only events with ``seq > N``.
+
+When the session's run ends, an ``event: status`` (no ``id``, so it does not move the resume
+point) carries ``{status, run_seq, final_output, error}``; once per run.
+
+``follow=true`` (default): the stream stays open after a status event, since a follow-up
+message starts a new run; it polls every ``events_poll_interval_sec``, sends an SSE comment
+after ``events_keepalive_sec`` of silence, and closes after ``events_max_stream_sec`` or
+when the database stops answering (reconnect with Last-Event-ID). ``follow=false``: what
+exists now, then one ``status`` event with the current status (terminal or not), then the
+stream closes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import anyio
+import sqlalchemy as sa
+from starlette.concurrency import run_in_threadpool
+
+from ..outcome import TERMINAL
+from ..store.queries import HistoryEntry
+from .schemas import StatusEvent
+
+S = "dbos_agents"
+log = logging.getLogger("dbos_agents.server")
+BATCH = 500
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    status: StatusEvent | None
+    messages: list[HistoryEntry]
+
+
+def read_since(engine: sa.Engine, session_id: str, after_seq: int) -> Snapshot:
+    """The session's status, then its messages after ``after_seq``: read in that order, so
+    a terminal status is never reported before the messages of the run it ends."""
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.text(f"SELECT status, run_seq, final_output, error FROM {S}.sessions WHERE id = :s"),
+            {"s": session_id},
+        ).first()
+        rows = conn.execute(
+            sa.text(
+                f"SELECT seq, run_seq, role, content, tool_calls, tool_call_id, name, created_at"
+                f" FROM {S}.messages WHERE session_id = :s AND seq > :n ORDER BY seq LIMIT :lim"
+            ),
+            {"s": session_id, "n": after_seq, "lim": BATCH},
+        ).all()
+    status = StatusEvent.model_validate(row._asdict()) if row is not None else None
+    return Snapshot(status, [HistoryEntry.model_validate(r._asdict()) for r in rows])
+
+
+def format_event(event: str, data: str, event_id: int | None = None) -> str:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return (
+        head + f"event: {event}\n" + "".join(f"data: {line}\n" for line in data.split("\n")) + "\n"
+    )
+
+
+def message_event(m: HistoryEntry) -> str:
+    data = m.model_dump(mode="json")
+    return format_event("message", json.dumps(data, separators=(",", ":")), m.seq)
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    poll_interval: float
+    keepalive: float
+    max_duration: float
+
+
+async def stream_events(
+    engine: sa.Engine,
+    session_id: str,
+    offset: int,
+    *,
+    follow: bool,
+    options: StreamOptions,
+) -> AsyncIterator[str]:
+    """The SSE body (see the module doc)."""
+    yield f"retry: {max(100, int(options.poll_interval * 1000 * 5))}\n\n"
+    last_seq = offset
+    reported: tuple[str, int] | None = None
+    started = last_sent = time.monotonic()
+    while True:
+        try:
+            snap = await run_in_threadpool(read_since, engine, session_id, last_seq)
+        except sa.exc.OperationalError as exc:
+            # The response has started: close it; the client resumes with Last-Event-ID.
+            log.warning("event stream lost the database", extra={"error": str(exc)})
+            return
+        for m in snap.messages:
+            yield message_event(m)
+            last_seq = m.seq
+            last_sent = time.monotonic()
+        if len(snap.messages) == BATCH:
+            continue  # more to catch up on before reporting a status
+        st = snap.status
+        if not follow:
+            if st is not None:
+                yield format_event("status", st.model_dump_json())
+            return
+        if st is not None and st.status in TERMINAL and reported != (st.status, st.run_seq):
+            reported = (st.status, st.run_seq)
+            yield format_event("status", st.model_dump_json())
+            last_sent = time.monotonic()
+        now = time.monotonic()
+        if now - started >= options.max_duration:
+            return
+        if now - last_sent >= options.keepalive:
+            yield ": keepalive\n\n"
+            last_sent = now
+        await anyio.sleep(options.poll_interval)

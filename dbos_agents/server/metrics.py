@@ -1,0 +1,78 @@
+"""Prometheus metrics of one app (its own registry, so several apps can share a process).
+
+Labels carry route templates (``/sessions/{session_id}/pending``), never session ids, so
+``GET /metrics`` is served without auth; turn it off with ``metrics_enabled=False``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "dbos_agents_http_requests",
+            "HTTP requests by method, route template and status code.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "dbos_agents_http_request_duration_seconds",
+            "Time to the end of the response, by method and route template.",
+            ["method", "route"],
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60),
+        )
+        self.submits = Counter(
+            "dbos_agents_submits",
+            "Submits by body kind and outcome (accepted, already_completed, unknown_tool_call,"
+            " late_answer_after_timeout, or the error code).",
+            ["kind", "outcome"],
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsMiddleware:
+    """Counts every response, including the 411/413 of the body-limit middleware inside."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        started = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            template = (
+                route.path
+                if isinstance(route, BaseRoute) and hasattr(route, "path")
+                else "unmatched"
+            )
+            method = str(scope.get("method", ""))
+            self.metrics.requests.labels(method, template, str(status)).inc()
+            self.metrics.latency.labels(method, template).observe(time.perf_counter() - started)

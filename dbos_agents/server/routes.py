@@ -1,0 +1,262 @@
+"""Thin routes over ``AgentClient``; errors are mapped in one place (``errors.py``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response, status
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from ..errors import DbosAgentsError, InvalidRequestError
+from ..store.submit import SubmitOutcome
+from .auth import Access, Operation
+from .context import ServerContext
+from .errors import ERROR_RESPONSES
+from .events import StreamOptions, stream_events
+from .schemas import (
+    Approval,
+    ClientToolError,
+    ClientToolResult,
+    CreateSession,
+    Health,
+    InterruptResult,
+    MessageAccepted,
+    PendingList,
+    SendMessage,
+    SessionToken,
+    SessionView,
+    Submission,
+    SubmitAccepted,
+    UnknownToolCall,
+)
+
+router = APIRouter()
+
+
+def ctx_of(request: Request) -> ServerContext:
+    ctx: ServerContext = request.app.state.dbos_agents
+    return ctx
+
+
+async def _authorize(
+    request: Request, operation: Operation, session_id: str | None
+) -> tuple[ServerContext, Access]:
+    ctx = ctx_of(request)
+    return ctx, await ctx.authorize(request, operation, session_id)
+
+
+def _responses(*codes: int) -> dict[int | str, dict[str, object]]:
+    return {c: ERROR_RESPONSES[c] for c in codes}
+
+
+_SESSION_ERRORS = (400, 401, 403, 404, 411, 413)
+
+
+@router.post(
+    "/sessions",
+    status_code=status.HTTP_201_CREATED,
+    response_model=SessionToken,
+    responses=_responses(400, 401, 403, 411, 413),
+    tags=["sessions"],
+)
+async def create_session(request: Request, body: CreateSession) -> SessionToken:
+    """Start a session (server-issued id) and get a token bound to it."""
+    ctx, access = await _authorize(request, "create_session", None)
+    user_id, tenant_id = body.user_id, body.tenant_id
+    p = access.principal
+    if p is not None:
+        for claimed, own in ((body.user_id, p.user_id), (body.tenant_id, p.tenant_id)):
+            if claimed is not None and own is not None and claimed != own:
+                raise HTTPException(403, "user_id/tenant_id differ from the authenticated ones")
+        user_id = p.user_id or body.user_id
+        tenant_id = p.tenant_id or body.tenant_id
+    client = ctx.agent_client()
+    sid = await run_in_threadpool(
+        client.start, body.agent, body.message, user_id=user_id, tenant_id=tenant_id
+    )
+    if ctx.tokens is None:
+        return SessionToken(session_id=sid, token=None, expires_at=None)
+    issued = ctx.tokens.issue(sid)
+    return SessionToken(session_id=sid, token=issued.token, expires_at=issued.expires_at)
+
+
+@router.post(
+    "/sessions/{session_id}/messages",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=MessageAccepted,
+    responses=_responses(*_SESSION_ERRORS, 409),
+    tags=["sessions"],
+)
+async def send_message(request: Request, session_id: str, body: SendMessage) -> MessageAccepted:
+    """Continue a session whose run has ended (409 while a run is going)."""
+    ctx, _ = await _authorize(request, "send_message", session_id)
+    await run_in_threadpool(ctx.agent_client().send, session_id, body.message)
+    return MessageAccepted(session_id=session_id)
+
+
+@router.get(
+    "/sessions/{session_id}",
+    response_model=SessionView,
+    responses=_responses(401, 403, 404),
+    tags=["sessions"],
+)
+async def get_session(request: Request, session_id: str) -> SessionView:
+    """The session's status, usage and transcript."""
+    ctx, _ = await _authorize(request, "read_session", session_id)
+    client = ctx.agent_client()
+    info = await run_in_threadpool(client.session, session_id)
+    history = await run_in_threadpool(client.history, session_id)
+    return SessionView(session=info, history=history)
+
+
+@router.get(
+    "/sessions/{session_id}/pending",
+    response_model=PendingList,
+    responses=_responses(401, 403),
+    tags=["submit"],
+)
+async def get_pending(request: Request, session_id: str) -> PendingList:
+    """Open client-tool calls and approvals of this (root) session and its sub-agents."""
+    ctx, _ = await _authorize(request, "read_pending", session_id)
+    rows = await run_in_threadpool(ctx.agent_client().pending, session_id=session_id)
+    return PendingList(pending=rows)
+
+
+@router.post(
+    "/sessions/{session_id}/submit-tool-result",
+    response_model=SubmitAccepted,
+    responses={
+        404: {"model": UnknownToolCall, "description": "No such wait (`reason` says why)."},
+        **_responses(400, 401, 403, 411, 413),
+    },
+    tags=["submit"],
+)
+async def submit_tool_result(
+    request: Request, session_id: str, body: Annotated[Submission, Body(title="Submission")]
+) -> SubmitAccepted | JSONResponse:
+    """Answer a client-tool call or an approval, addressed by the root session id.
+    Idempotent: a second submit of the same call answers ``already_completed``."""
+    ctx, _ = await _authorize(request, "submit", session_id)
+    client = ctx.agent_client()
+    try:
+        outcome: SubmitOutcome
+        if isinstance(body, ClientToolResult):
+            outcome = await run_in_threadpool(
+                client.submit_tool_result, session_id, body.tool_call_id, result=body.result
+            )
+        elif isinstance(body, ClientToolError):
+            outcome = await run_in_threadpool(
+                client.submit_tool_result, session_id, body.tool_call_id, error=body.error
+            )
+        else:
+            assert isinstance(body, Approval)
+            outcome = await run_in_threadpool(
+                client.submit_approval, session_id, body.tool_call_id, body.approved, body.reason
+            )
+    except DbosAgentsError as exc:
+        ctx.metrics.submits.labels(body.kind, exc.code).inc()
+        raise
+    ctx.metrics.submits.labels(body.kind, outcome.status).inc()
+    if outcome.status == "unknown_tool_call":
+        unknown = UnknownToolCall(
+            reason=outcome.reason,
+            message=f"no open wait for tool call {body.tool_call_id!r} in session {session_id!r}",
+        )
+        return JSONResponse(unknown.model_dump(), status_code=404)
+    return SubmitAccepted(status=outcome.status)
+
+
+@router.post(
+    "/sessions/{session_id}/interrupt",
+    response_model=InterruptResult,
+    responses=_responses(*_SESSION_ERRORS),
+    tags=["sessions"],
+)
+async def interrupt(request: Request, session_id: str) -> InterruptResult:
+    """Stop the session tree now; its open waits are cancelled. A new message continues it."""
+    ctx, _ = await _authorize(request, "interrupt", session_id)
+    out = await run_in_threadpool(ctx.agent_client().interrupt, session_id)
+    return InterruptResult.model_validate(out.model_dump())
+
+
+@router.post(
+    "/sessions/{session_id}/token",
+    response_model=SessionToken,
+    responses=_responses(*_SESSION_ERRORS),
+    tags=["sessions"],
+)
+async def refresh_token(request: Request, session_id: str) -> SessionToken:
+    """A fresh token for this session, for a caller that holds a valid one (or the hook's)."""
+    ctx, _ = await _authorize(request, "refresh_token", session_id)
+    if ctx.tokens is None:
+        raise HTTPException(404, "this server issues no tokens (no secret configured)")
+    issued = ctx.tokens.issue(session_id)
+    return SessionToken(session_id=session_id, token=issued.token, expires_at=issued.expires_at)
+
+
+@router.get(
+    "/sessions/{session_id}/events",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "Server-sent events."},
+        **_responses(400, 401, 403, 404),
+    },
+    tags=["sessions"],
+)
+async def events(
+    request: Request,
+    session_id: str,
+    offset: Annotated[int, Query(ge=0, description="Send only events with seq > offset.")] = 0,
+    follow: Annotated[bool, Query(description="Keep streaming; false closes at once.")] = True,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> StreamingResponse:
+    """The session's messages as server-sent events, resumable (see ``events.py``)."""
+    ctx, _ = await _authorize(request, "read_events", session_id)
+    if last_event_id is not None:
+        try:
+            offset = int(last_event_id)
+            if offset < 0:
+                raise ValueError
+        except ValueError:
+            raise InvalidRequestError("Last-Event-ID must be a message seq (an integer)") from None
+    client = ctx.agent_client()
+    await run_in_threadpool(client.session, session_id)  # 404 before the stream starts
+    s = ctx.settings
+    body = stream_events(
+        client.engine,
+        session_id,
+        offset,
+        follow=follow,
+        options=StreamOptions(
+            s.events_poll_interval_sec, s.events_keepalive_sec, s.events_max_stream_sec
+        ),
+    )
+    return StreamingResponse(
+        body,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _ping(engine: sa.Engine) -> None:
+    with engine.connect() as conn:
+        conn.execute(sa.text("SELECT 1"))
+
+
+@router.get(
+    "/healthz",
+    response_model=Health,
+    responses={503: {"model": Health, "description": "The database does not answer."}},
+    tags=["operations"],
+)
+async def healthz(request: Request, response: Response) -> Health:
+    """200 when the database answers a query; no auth."""
+    ctx = ctx_of(request)
+    try:
+        await run_in_threadpool(_ping, ctx.agent_client().engine)
+    except Exception as exc:
+        response.status_code = 503
+        return Health(status="unavailable", database=type(exc).__name__)
+    return Health(status="ok", database="ok")

@@ -1,0 +1,50 @@
+"""Server settings, overridable from the environment (prefix ``DBOS_AGENTS_SERVER_``)."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MIN_SECRET_CHARS = 32
+
+
+class ServerSettings(BaseSettings):
+    """Settings of ``dbos-agents serve`` / ``create_app``.
+
+    Secure by default: ``create_app`` refuses to build an app that has neither an
+    ``authenticate`` hook nor ``allow_unauthenticated=True``, and binds to loopback.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="DBOS_AGENTS_SERVER_", extra="ignore", populate_by_name=True
+    )
+
+    database_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "database_url", "DBOS_AGENTS_SERVER_DATABASE_URL", "DBOS_AGENTS_DATABASE_URL"
+        ),
+    )
+    """Postgres URL; falls back to ``DBOS_AGENTS_DATABASE_URL``."""
+    secret: SecretStr | None = None
+    """HMAC key of session tokens (at least 32 characters). Without it no tokens are issued;
+    then an ``authenticate`` hook or ``allow_unauthenticated`` must authorize every call."""
+    token_ttl_sec: int = Field(default=3600, gt=0)
+    """Lifetime of a session token; ``POST /sessions/{id}/token`` issues a fresh one."""
+    max_body_bytes: int = Field(default=1 << 20, gt=0)
+    """Larger request bodies are refused with 413 before they are read."""
+    allow_unauthenticated: bool = False
+    """Let anyone create sessions (and, without ``secret``, use them). Logs a WARNING."""
+    authenticate: str | None = None
+    """``module:callable`` of an ``Authenticate`` hook, loaded when none is passed in code."""
+    metrics_enabled: bool = True
+    """Serve ``GET /metrics`` (no auth: route templates and counts only, never ids)."""
+    events_poll_interval_sec: float = Field(default=0.2, gt=0)
+    """How often an event stream polls the session's messages."""
+    events_keepalive_sec: float = Field(default=15.0, gt=0)
+    """An SSE comment is sent after this much silence, so proxies keep the stream open."""
+    events_max_stream_sec: float = Field(default=3600.0, gt=0)
+    """A following stream closes after this long; clients reconnect with Last-Event-ID."""
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    log_level: str = "info"
