@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .client import AgentClient
-from .errors import DbosAgentsError, InvalidRequestError, InvalidResultError
+from .errors import ConfigurationError, DbosAgentsError, InvalidRequestError, InvalidResultError
 from .settings import Settings
 from .store.submit import SubmitOutcome
 
@@ -74,6 +74,44 @@ def demo(
 
     settings = Settings()
     run_demo(resolve_database_url(database_url, settings), settings)
+
+
+@app.command()
+def serve(
+    host: str | None = typer.Option(None, "--host", help="bind address (default 127.0.0.1)"),
+    port: int | None = typer.Option(None, "--port"),
+    auth: str | None = typer.Option(
+        None, "--auth", help="module:function of an authenticate hook (see the README)"
+    ),
+    allow_unauthenticated: bool = typer.Option(
+        False, "--allow-unauthenticated", help="built-in session tokens only; logs a warning"
+    ),
+    database_url: str | None = typer.Option(None, "--database-url", help="Postgres URL"),
+) -> None:
+    """Run the HTTP API (stateless; run as many as you like behind a load balancer)."""
+    import importlib
+
+    from .server import ServerSettings
+    from .server import serve as run_server
+
+    overrides: dict[str, Any] = {}
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    if allow_unauthenticated:
+        overrides["allow_unauthenticated"] = True
+    if database_url is not None:
+        overrides["database_url"] = database_url
+    settings = ServerSettings(**overrides)
+    hook = None
+    if auth is not None:
+        module, _, attr = auth.partition(":")
+        try:
+            hook = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ConfigurationError(f"cannot load --auth {auth!r}: {exc}") from exc
+    run_server(settings, authenticate=hook)
 
 
 EXIT_CODES: dict[str, int] = {

@@ -52,3 +52,9 @@ def test_worker_with_a_bad_app_spec_exits_with_a_clear_error() -> None:
     r = _cli("worker", "--app", "no_such_module:runtime")
     assert r.returncode == 2
     assert "cannot load 'no_such_module:runtime'" in r.stderr
+
+
+def test_serve_refuses_to_start_without_authentication(fresh_database_url: str) -> None:
+    r = _cli("serve", "--database-url", fresh_database_url, timeout=60)
+    assert r.returncode == 2
+    assert "INVALID_CONFIGURATION" in r.stderr and "allow_unauthenticated" in r.stderr
