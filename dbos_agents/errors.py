@@ -40,6 +40,9 @@ class DefinitionError(DbosAgentsError, ValueError):
         self.problems = problems
         super().__init__(f"invalid {subject}: " + "; ".join(problems))
 
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.subject, self.problems))
+
 
 class ConfigurationError(DbosAgentsError):
     """Settings that cannot work."""
@@ -60,7 +63,11 @@ class UnknownAgentError(DbosAgentsError, LookupError):
 
     def __init__(self, name: str, known: list[str]) -> None:
         self.name = name
+        self.known = known
         super().__init__(f"unknown agent {name!r}; known agents: {', '.join(sorted(known)) or '-'}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.name, self.known))
 
 
 class SessionNotFoundError(DbosAgentsError, LookupError):
@@ -72,6 +79,9 @@ class SessionNotFoundError(DbosAgentsError, LookupError):
         self.session_id = session_id
         super().__init__(f"no session {session_id!r}")
 
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.session_id,))
+
 
 class SessionBusyError(DbosAgentsError):
     """The session is still running a turn; send the next message when it has finished."""
@@ -82,6 +92,9 @@ class SessionBusyError(DbosAgentsError):
         self.session_id = session_id
         self.status = status
         super().__init__(f"session {session_id!r} is {status}; wait for it to finish")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.session_id, self.status))
 
 
 class RuntimeNotLaunchedError(DbosAgentsError):

@@ -17,7 +17,7 @@ from dbos._error import DBOSException
 from pydantic import ValidationError
 
 from ..agent import Agent
-from ..errors import ModelError
+from ..errors import ModelError, UnknownAgentError
 from ..ids import INBOX_TOPIC, WORKFLOW_NAME, idempotency_key, run_event_key
 from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
@@ -184,7 +184,13 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
     and runs the next message in the same workflow; each run's outcome is published as the
     workflow event ``run:<run_seq>``.
     """
-    agent = get_context().agent(spec["agent"])
+    try:
+        agent = get_context().agent(spec["agent"])
+    except UnknownAgentError as exc:  # a client started an agent no worker knows
+        await get_context().ledger.finish_run(spec, "failed", None, str(exc))
+        return RunOutcome(
+            session_id=spec["session_id"], run_seq=spec["run_seq"], status="failed", error=str(exc)
+        ).model_dump(mode="json")
     while True:
         try:
             outcome = await _run_once(spec, agent)

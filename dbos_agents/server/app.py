@@ -152,5 +152,4 @@ def serve(settings: ServerSettings | None = None, authenticate: Authenticate | N
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
-        proxy_headers=False,
     )

@@ -25,6 +25,7 @@ log = logging.getLogger("dbos_agents.server")
 
 STATUS_BY_CODE: dict[str, int] = {
     "SESSION_NOT_FOUND": 404,
+    "UNKNOWN_AGENT": 404,
     "SESSION_BUSY": 409,
     "INVALID_REQUEST": 400,
     "INVALID_RESULT": 400,
@@ -50,7 +51,7 @@ _DESCRIPTIONS = {
     "NOT_ROOT_SESSION.",
     401: "UNAUTHORIZED: missing, malformed, expired or forged token.",
     403: "FORBIDDEN: a valid token for another session, or another user's/tenant's session.",
-    404: "SESSION_NOT_FOUND.",
+    404: "SESSION_NOT_FOUND; UNKNOWN_AGENT (POST /sessions, with ServerSettings.agents).",
     409: "SESSION_BUSY: the session's run is still going.",
     411: "LENGTH_REQUIRED: POST without Content-Length, or a chunked body.",
     413: "PAYLOAD_TOO_LARGE: Content-Length over max_body_bytes.",

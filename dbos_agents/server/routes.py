@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Resp
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import DbosAgentsError, InvalidRequestError
+from ..errors import DbosAgentsError, InvalidRequestError, UnknownAgentError
 from ..store.submit import SubmitOutcome
 from .auth import Access, Operation
 from .context import ServerContext
@@ -58,12 +58,15 @@ _SESSION_ERRORS = (400, 401, 403, 404, 411, 413)
     "/sessions",
     status_code=status.HTTP_201_CREATED,
     response_model=SessionToken,
-    responses=_responses(400, 401, 403, 411, 413),
+    responses=_responses(400, 401, 403, 404, 411, 413),
     tags=["sessions"],
 )
 async def create_session(request: Request, body: CreateSession) -> SessionToken:
     """Start a session (server-issued id) and get a token bound to it."""
     ctx, access = await _authorize(request, "create_session", None)
+    allowed = ctx.settings.agents
+    if allowed is not None and body.agent not in allowed:
+        raise UnknownAgentError(body.agent, allowed)
     user_id, tenant_id = body.user_id, body.tenant_id
     p = access.principal
     if p is not None:

@@ -35,6 +35,9 @@ class ServerSettings(BaseSettings):
     """Larger request bodies are refused with 413 before they are read."""
     allow_unauthenticated: bool = False
     """Let anyone create sessions (and, without ``secret``, use them). Logs a WARNING."""
+    agents: list[str] | None = None
+    """Agents that ``POST /sessions`` may start (others: 404 ``UNKNOWN_AGENT``). None: any
+    name is enqueued, and a name no worker knows is only found out by the worker."""
     authenticate: str | None = None
     """``module:callable`` of an ``Authenticate`` hook, loaded when none is passed in code."""
     metrics_enabled: bool = True

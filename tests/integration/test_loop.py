@@ -8,6 +8,7 @@ import time
 import pytest
 
 from dbos_agents import (
+    AgentClient,
     AgentRuntime,
     DatabaseUnavailableError,
     SessionBusyError,
@@ -162,3 +163,14 @@ async def test_unreachable_database_fails_fast_naming_the_host() -> None:
     with pytest.raises(DatabaseUnavailableError, match=r"127\.0\.0\.1:1/db"):
         await rt.launch()
     assert time.monotonic() - t0 < 30  # generous: "fast" means not DBOS's long retry loop
+
+
+async def test_client_started_unknown_agent_fails_the_session_visibly(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    import asyncio
+
+    sid = await asyncio.to_thread(client.start, "nobody_here", "hi")
+    info = await asyncio.to_thread(client.wait, sid, timeout=30)
+    assert info.status == "failed"
+    assert info.error is not None and "unknown agent 'nobody_here'" in info.error

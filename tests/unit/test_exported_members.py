@@ -137,3 +137,17 @@ def test_error_instances_carry_their_fields() -> None:
     assert missing.session_id == "ses_2"
     assert str(missing) == "no session 'ses_2'"
     assert missing.code == "SESSION_NOT_FOUND"
+
+
+@pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
+def test_errors_survive_pickling(cls: type[Exception]) -> None:
+    """DBOS pickles exceptions raised in steps; a lossy round trip hides the real error."""
+    import inspect
+    import pickle
+
+    params = [p for p in inspect.signature(cls.__init__).parameters.values() if p.name != "self"]
+    samples: dict[str, object] = {"problems": ["p1"], "known": ["a"], "errors": [{"path": "x"}]}
+    args = [samples.get(p.name, f"v-{p.name}") for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    err = cls(*args)
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is cls and str(back) == str(err)

@@ -1,0 +1,315 @@
+"""The HTTP API end to end: a real uvicorn, a real worker subprocess, real Postgres."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from dbos_agents import AgentClient
+from dbos_agents.server import ServerSettings, create_app
+from dbos_agents.testing import WorkerProcess
+
+from .conftest import SECRET, LiveServer, auth, wait_pending
+
+pytestmark = pytest.mark.integration
+
+
+class Api:
+    """A session-aware view of the server for one test."""
+
+    def __init__(self, http: httpx.Client, url: str) -> None:
+        self.http = http
+        self.url = url
+
+    def create(self, agent: str, message: str = "hello") -> tuple[str, str]:
+        r = self.http.post(f"{self.url}/sessions", json={"agent": agent, "message": message})
+        assert r.status_code == 201, r.text
+        return r.json()["session_id"], r.json()["token"]
+
+    def get(self, sid: str, token: str, path: str = "", **kw: Any) -> httpx.Response:
+        return self.http.get(f"{self.url}/sessions/{sid}{path}", headers=auth(token), **kw)
+
+    def post(self, sid: str, token: str, path: str, body: object = None) -> httpx.Response:
+        return self.http.post(f"{self.url}/sessions/{sid}{path}", json=body, headers=auth(token))
+
+    def submit(self, sid: str, token: str, body: Mapping[str, object]) -> httpx.Response:
+        return self.post(sid, token, "/submit-tool-result", body)
+
+    def wait(self, sid: str, token: str, timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            view: dict[str, Any] = self.get(sid, token).json()
+            if view["session"]["status"] not in ("queued", "running"):
+                return view
+            time.sleep(0.05)
+        raise TimeoutError(f"session {sid} did not finish")
+
+
+@pytest.fixture(scope="module")
+def server(fresh_database_url: str, worker: WorkerProcess) -> Iterator[LiveServer]:
+    settings = ServerSettings(
+        database_url=fresh_database_url,
+        secret=SecretStr(SECRET),
+        allow_unauthenticated=True,  # anyone may start a session; tokens guard the rest
+        events_poll_interval_sec=0.05,
+    )
+    live = LiveServer(create_app(settings)).start()
+    yield live
+    live.stop()
+
+
+@pytest.fixture()
+def api(http: httpx.Client, server: LiveServer) -> Api:
+    return Api(http, server.url)
+
+
+def sse_events(text: str) -> list[dict[str, str]]:
+    events = []
+    for block in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.split("\n"):
+            if line and not line.startswith(":"):
+                name, _, value = line.partition(": ")
+                fields[name] = fields.get(name, "") + value if name == "data" else value
+        if "event" in fields:
+            events.append(fields)
+    return events
+
+
+def test_chat_session_201_then_follow_up_202(api: Api) -> None:
+    sid, token = api.create("chat", "hi there")
+    view = api.wait(sid, token)
+    assert view["session"]["status"] == "completed"
+    assert view["session"]["final_output"] == "echo 0: hi there"
+    assert [(m["seq"], m["role"]) for m in view["history"]] == [(1, "user"), (2, "assistant")]
+    r = api.post(sid, token, "/messages", {"message": "again"})
+    assert r.status_code == 202 and r.json() == {"session_id": sid, "status": "queued"}
+    view = api.wait(sid, token)
+    assert view["session"]["final_output"] == "echo 1: again"
+    assert view["session"]["run_seq"] == 2
+
+
+def test_client_tool_round_trip_and_duplicate(api: Api, agent_client: AgentClient) -> None:
+    sid, token = api.create("asker", "ship it?")
+    wait_pending(agent_client, sid)
+    r = api.get(sid, token, "/pending")
+    assert r.status_code == 200
+    (p,) = r.json()["pending"]
+    assert (p["kind"], p["tool"], p["arguments"]) == ("client", "confirm", {"question": "ship it?"})
+    # While the run waits, a new message is refused.
+    r = api.post(sid, token, "/messages", {"message": "hurry"})
+    assert r.status_code == 409 and r.json()["error"] == "SESSION_BUSY"
+    # A result that fails the output schema: 400 with details; nothing changes.
+    bad = {"kind": "client-tool-result", "tool_call_id": p["tool_call_id"], "result": {"ok": "?"}}
+    r = api.submit(sid, token, bad)
+    assert r.status_code == 400
+    err = r.json()
+    assert err["error"] == "INVALID_RESULT" and err["details"][0]["path"] == "ok"
+    # An approval cannot answer a client tool.
+    wrong = {"kind": "approval", "tool_call_id": p["tool_call_id"], "approved": True}
+    r = api.submit(sid, token, wrong)
+    assert r.status_code == 400 and r.json()["error"] == "INVALID_REQUEST"
+    good = {
+        "kind": "client-tool-result",
+        "tool_call_id": p["tool_call_id"],
+        "result": {"ok": True, "note": "yes"},
+    }
+    r = api.submit(sid, token, good)
+    assert r.status_code == 200 and r.json() == {"status": "accepted"}
+    r = api.submit(sid, token, good)
+    assert r.status_code == 200 and r.json() == {"status": "already_completed"}
+    view = api.wait(sid, token)
+    assert view["session"]["final_output"] == 'asker got: {"note":"yes","ok":true}'
+    assert api.get(sid, token, "/pending").json() == {"pending": []}
+
+
+def test_client_tool_error_reaches_the_model(api: Api, agent_client: AgentClient) -> None:
+    sid, token = api.create("asker", "q")
+    p = wait_pending(agent_client, sid)
+    body = {"kind": "client-tool-error", "tool_call_id": p.tool_call_id, "error": "closed tab"}
+    r = api.submit(sid, token, body)
+    assert r.status_code == 200 and r.json()["status"] == "accepted"
+    assert "closed tab" in api.wait(sid, token)["session"]["final_output"]
+
+
+def test_approval(api: Api, agent_client: AgentClient) -> None:
+    sid, token = api.create("closer", "close it")
+    p = wait_pending(agent_client, sid)
+    assert p.kind == "approval"
+    body = {"kind": "approval", "tool_call_id": p.tool_call_id, "approved": True, "reason": "ok"}
+    r = api.submit(sid, token, body)
+    assert r.status_code == 200 and r.json()["status"] == "accepted"
+    view = api.wait(sid, token)
+    assert view["session"]["final_output"] == 'closer got: {"closed":"acc-1"}'
+
+
+def test_unknown_tool_call_is_404(api: Api) -> None:
+    sid, token = api.create("chat")
+    r = api.submit(sid, token, {"kind": "client-tool-error", "tool_call_id": "nope", "error": "x"})
+    assert r.status_code == 404
+    body = r.json()
+    assert (body["error"], body["reason"]) == ("unknown_tool_call", "no_pending_call")
+
+
+def test_late_answer_after_timeout(api: Api, agent_client: AgentClient) -> None:
+    sid, token = api.create("impatient")
+    p = wait_pending(agent_client, sid)
+    view = api.wait(sid, token)  # the 1 s wait times out, the model answers
+    assert "client_tool_timeout" in view["session"]["final_output"]
+    body = {"kind": "client-tool-result", "tool_call_id": p.tool_call_id, "result": {"ok": True}}
+    r = api.submit(sid, token, body)
+    assert r.status_code == 200 and r.json() == {"status": "late_answer_after_timeout"}
+
+
+def test_interrupt_then_late_submit_is_404(api: Api, agent_client: AgentClient) -> None:
+    sid, token = api.create("asker", "wait for me")
+    p = wait_pending(agent_client, sid)
+    r = api.post(sid, token, "/interrupt")
+    assert r.status_code == 200
+    out = r.json()
+    assert out["interrupted_sessions"] == [sid] and out["cancelled_calls"] == [p.tool_call_id]
+    body = {"kind": "client-tool-result", "tool_call_id": p.tool_call_id, "result": {"ok": True}}
+    r = api.submit(sid, token, body)
+    assert r.status_code == 404 and r.json()["reason"] == "interrupted"
+    assert api.wait(sid, token)["session"]["status"] == "interrupted"
+
+
+def test_fifty_concurrent_duplicate_submits_accept_once(
+    server: LiveServer, agent_client: AgentClient
+) -> None:
+    with httpx.Client(timeout=60.0, limits=httpx.Limits(max_connections=64)) as http:
+        api = Api(http, server.url)
+        sid, token = api.create("asker", "race")
+        p = wait_pending(agent_client, sid)
+        body = {
+            "kind": "client-tool-result",
+            "tool_call_id": p.tool_call_id,
+            "result": {"ok": True},
+        }
+        barrier = threading.Barrier(50)
+
+        def one(_: int) -> tuple[int, str]:
+            barrier.wait()
+            r = api.submit(sid, token, body)
+            return r.status_code, r.json()["status"]
+
+        with ThreadPoolExecutor(50) as pool:
+            results = list(pool.map(one, range(50)))
+        assert {code for code, _ in results} == {200}
+        statuses = sorted(s for _, s in results)
+        assert statuses.count("accepted") == 1
+        assert statuses.count("already_completed") == 49
+        view = api.wait(sid, token)
+        assert len([m for m in view["history"] if m["role"] == "tool"]) == 1
+
+
+def test_events_resume_from_an_offset(api: Api) -> None:
+    sid, token = api.create("chat", "one")
+    api.wait(sid, token)
+    r = api.get(sid, token, "/events", params={"follow": "false"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    first = sse_events(r.text)
+    assert [(e["event"], e.get("id")) for e in first] == [
+        ("message", "1"),
+        ("message", "2"),
+        ("status", None),
+    ]
+    msg = json.loads(first[1]["data"])
+    assert (msg["role"], msg["content"], msg["run_seq"]) == ("assistant", "echo 0: one", 1)
+    assert set(msg) >= {"seq", "role", "content", "tool_calls", "tool_call_id", "name", "run_seq"}
+    assert json.loads(first[2]["data"])["status"] == "completed"
+    assert api.post(sid, token, "/messages", {"message": "two"}).status_code == 202
+    api.wait(sid, token)
+    # Reconnect as EventSource does: Last-Event-ID wins over the URL's offset.
+    r = api.http.get(
+        f"{api.url}/sessions/{sid}/events",
+        params={"follow": "false", "offset": 0},
+        headers={**auth(token), "Last-Event-ID": first[1]["id"]},
+    )
+    later = sse_events(r.text)
+    assert [e.get("id") for e in later if e["event"] == "message"] == ["3", "4"]
+    assert [json.loads(e["data"])["content"] for e in later if e["event"] == "message"] == [
+        "two",
+        "echo 1: two",
+    ]
+    r = api.get(sid, token, "/events", params={"follow": "false", "offset": 3})
+    assert [e.get("id") for e in sse_events(r.text) if e["event"] == "message"] == ["4"]
+    r = api.http.get(
+        f"{api.url}/sessions/{sid}/events",
+        headers={**auth(token), "Last-Event-ID": "x"},
+    )
+    assert r.status_code == 400
+
+
+def test_events_follow_a_running_session(api: Api, agent_client: AgentClient) -> None:
+    sid, token = api.create("asker", "live?")
+    seen: list[dict[str, str]] = []
+    buffer = ""
+    with api.http.stream(
+        "GET", f"{api.url}/sessions/{sid}/events", headers=auth(token), timeout=30.0
+    ) as r:
+        assert r.status_code == 200
+        submitted = False
+        for chunk in r.iter_text():
+            buffer += chunk
+            *blocks, buffer = buffer.split("\n\n")
+            seen += sse_events("\n\n".join(blocks) + "\n\n")
+            messages = [json.loads(e["data"]) for e in seen if e["event"] == "message"]
+            if not submitted and any(m["tool_calls"] for m in messages):
+                p = wait_pending(agent_client, sid)
+                body = {
+                    "kind": "client-tool-result",
+                    "tool_call_id": p.tool_call_id,
+                    "result": {"ok": True},
+                }
+                assert api.submit(sid, token, body).json()["status"] == "accepted"
+                submitted = True
+            if any(e["event"] == "status" for e in seen):
+                break
+    roles = [json.loads(e["data"])["role"] for e in seen if e["event"] == "message"]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    ids = [int(e["id"]) for e in seen if e["event"] == "message"]
+    assert ids == [1, 2, 3, 4]
+    assert json.loads(seen[-1]["data"])["status"] == "completed"
+
+
+def test_openapi_document(http: httpx.Client, server: LiveServer) -> None:
+    doc = http.get(f"{server.url}/openapi.json").json()
+    paths = doc["paths"]
+    for path, method in (
+        ("/sessions", "post"),
+        ("/sessions/{session_id}", "get"),
+        ("/sessions/{session_id}/messages", "post"),
+        ("/sessions/{session_id}/pending", "get"),
+        ("/sessions/{session_id}/submit-tool-result", "post"),
+        ("/sessions/{session_id}/interrupt", "post"),
+        ("/sessions/{session_id}/events", "get"),
+        ("/healthz", "get"),
+    ):
+        assert method in paths[path], (path, method)
+    submit = paths["/sessions/{session_id}/submit-tool-result"]["post"]
+    schema = submit["requestBody"]["content"]["application/json"]["schema"]
+    assert schema["discriminator"]["propertyName"] == "kind"
+    assert set(schema["discriminator"]["mapping"]) == {
+        "client-tool-result",
+        "client-tool-error",
+        "approval",
+    }
+    assert {"200", "400", "401", "403", "404", "411", "413"} <= set(submit["responses"])
+    assert all("422" not in op["responses"] for p in paths.values() for op in p.values())
+    assert "409" in paths["/sessions/{session_id}/messages"]["post"]["responses"]
+
+
+def test_metrics_count_submit_outcomes(http: httpx.Client, server: LiveServer) -> None:
+    text = http.get(f"{server.url}/metrics").text
+    assert 'dbos_agents_submits_total{kind="client-tool-result",outcome="accepted"}' in text
+    assert 'outcome="already_completed"' in text and 'outcome="INVALID_RESULT"' in text
+    assert 'route="/sessions/{session_id}/submit-tool-result",status="200"' in text

@@ -1,0 +1,271 @@
+"""Tokens, the authenticate hook, body limits and error bodies, over real HTTP.
+
+No worker runs here: sessions stay ``queued``, which is all these tests need.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from datetime import datetime
+
+import httpx
+import pytest
+from fastapi import HTTPException, Request
+from pydantic import SecretStr
+
+from dbos_agents.server import Operation, Principal, ServerSettings, create_app
+
+from .conftest import SECRET, LiveServer, auth
+
+pytestmark = pytest.mark.integration
+TTL = 60
+MAX_BODY = 4096
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_900_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def hook(request: Request, operation: Operation, session_id: str | None) -> Principal | None:
+    """Users log in with ``X-User``; ``admin`` and ``tenant:<t>`` callers skip tokens."""
+    user = request.headers.get("x-user")
+    if operation == "create_session":
+        if user is None:
+            raise HTTPException(401, "log in first")
+        return Principal(subject=user, user_id=user, tenant_id="t1")
+    if user == "admin":
+        return Principal(subject="admin")
+    if user is not None and user.startswith("tenant:"):
+        return Principal(subject=user, tenant_id=user.removeprefix("tenant:"))
+    return None  # the session token decides
+
+
+@pytest.fixture(scope="module")
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(scope="module")
+def server(fresh_database_url: str, clock: FakeClock) -> Iterator[LiveServer]:
+    settings = ServerSettings(
+        database_url=fresh_database_url,
+        secret=SecretStr(SECRET),
+        token_ttl_sec=TTL,
+        max_body_bytes=MAX_BODY,
+    )
+    live = LiveServer(create_app(settings, authenticate=hook, clock=clock)).start()
+    yield live
+    live.stop()
+
+
+def _create(http: httpx.Client, server: LiveServer, user: str = "alice") -> dict[str, str]:
+    r = http.post(
+        f"{server.url}/sessions", json={"agent": "chat", "message": "hi"}, headers={"x-user": user}
+    )
+    assert r.status_code == 201, r.text
+    body: dict[str, str] = r.json()
+    return body
+
+
+def test_create_needs_the_hook_and_binds_the_principal(
+    http: httpx.Client, server: LiveServer, clock: FakeClock
+) -> None:
+    r = http.post(f"{server.url}/sessions", json={"agent": "chat", "message": "hi"})
+    assert r.status_code == 401
+    assert r.json() == {"error": "UNAUTHORIZED", "message": "log in first"}
+    created = _create(http, server)
+    assert created["session_id"].startswith("ses_")
+    assert datetime.fromisoformat(created["expires_at"]).timestamp() == clock.now + TTL
+    r = http.get(f"{server.url}/sessions/{created['session_id']}", headers=auth(created["token"]))
+    assert r.status_code == 200
+    info = r.json()["session"]
+    assert (info["user_id"], info["tenant_id"], info["status"]) == ("alice", "t1", "queued")
+    # The body cannot claim another user than the authenticated one.
+    r = http.post(
+        f"{server.url}/sessions",
+        json={"agent": "chat", "message": "hi", "user_id": "mallory"},
+        headers={"x-user": "alice"},
+    )
+    assert r.status_code == 403 and r.json()["error"] == "FORBIDDEN"
+
+
+def test_missing_and_malformed_tokens_are_401(http: httpx.Client, server: LiveServer) -> None:
+    sid = _create(http, server)["session_id"]
+    for headers in (
+        {},
+        {"Authorization": "Basic YWxhZGRpbjpvcGVuc2VzYW1l"},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer a b"},
+        {"Authorization": "Bearer not-a-token"},
+        {"Authorization": "Bearer v1.x.y.z"},
+    ):
+        r = http.get(f"{server.url}/sessions/{sid}", headers=headers)
+        assert r.status_code == 401, headers
+        assert r.json()["error"] == "UNAUTHORIZED"
+        assert r.headers["www-authenticate"] == "Bearer"
+
+
+def test_tampered_tokens_are_401_and_other_sessions_are_403(
+    http: httpx.Client, server: LiveServer
+) -> None:
+    a, b = _create(http, server), _create(http, server)
+    url_a = f"{server.url}/sessions/{a['session_id']}"
+    version, sid_part, expiry, signature = a["token"].split(".")
+    for i in (0, len(signature) // 2, len(signature) - 1):  # flip a byte of the signature
+        flipped = signature[:i] + ("A" if signature[i] != "A" else "B") + signature[i + 1 :]
+        r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{expiry}.{flipped}"))
+        assert r.status_code == 401 and "signature" in r.json()["message"]
+    # Swap the session id inside A's token for B's: the signature no longer matches.
+    b_part = base64.urlsafe_b64encode(b["session_id"].encode()).rstrip(b"=").decode()
+    swapped = f"{version}.{b_part}.{expiry}.{signature}"
+    r = http.get(f"{server.url}/sessions/{b['session_id']}", headers=auth(swapped))
+    assert r.status_code == 401
+    # Extend the expiry: same.
+    r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{int(expiry) + 9999}.{signature}"))
+    assert r.status_code == 401
+    # A valid token used on another session's routes: 403, on every route.
+    for method, path, body in (
+        ("GET", "", None),
+        ("GET", "/pending", None),
+        ("GET", "/events?follow=false", None),
+        ("POST", "/messages", {"message": "x"}),
+        ("POST", "/interrupt", None),
+        ("POST", "/token", None),
+        (
+            "POST",
+            "/submit-tool-result",
+            {"kind": "approval", "tool_call_id": "c", "approved": True},
+        ),
+    ):
+        r = http.request(
+            method,
+            f"{server.url}/sessions/{b['session_id']}{path}",
+            json=body,
+            headers=auth(a["token"]),
+        )
+        assert r.status_code == 403, (method, path, r.text)
+        assert r.json()["error"] == "FORBIDDEN"
+
+
+def test_tokens_expire_and_can_be_refreshed_before(
+    http: httpx.Client, server: LiveServer, clock: FakeClock
+) -> None:
+    created = _create(http, server)
+    url = f"{server.url}/sessions/{created['session_id']}"
+    clock.now += TTL - 1
+    r = http.post(f"{url}/token", headers=auth(created["token"]))
+    assert r.status_code == 200
+    fresh = r.json()
+    assert fresh["expires_at"] > created["expires_at"]
+    clock.now += 1
+    r = http.get(url, headers=auth(created["token"]))
+    assert r.status_code == 401 and r.json()["message"] == "token expired"
+    assert http.post(f"{url}/token", headers=auth(created["token"])).status_code == 401
+    assert http.get(url, headers=auth(fresh["token"])).status_code == 200
+
+
+def test_the_hook_can_replace_tokens_and_scopes_by_tenant(
+    http: httpx.Client, server: LiveServer
+) -> None:
+    sid = _create(http, server)["session_id"]  # tenant t1
+    url = f"{server.url}/sessions/{sid}"
+    assert http.get(url, headers={"x-user": "admin"}).status_code == 200
+    assert http.get(url, headers={"x-user": "tenant:t1"}).status_code == 200
+    r = http.get(url, headers={"x-user": "tenant:t2"})
+    assert r.status_code == 403 and r.json()["error"] == "FORBIDDEN"
+    r = http.get(f"{server.url}/sessions/ses_missing", headers={"x-user": "admin"})
+    assert r.status_code == 404
+    assert r.json() == {"error": "SESSION_NOT_FOUND", "message": "no session 'ses_missing'"}
+
+
+def test_post_without_content_length_is_411(server: LiveServer) -> None:
+    raw = server.raw(
+        b"POST /sessions HTTP/1.1\r\nHost: t\r\nX-User: alice\r\nConnection: close\r\n\r\n"
+    )
+    assert raw.startswith(b"HTTP/1.1 411")
+    assert json.loads(raw.partition(b"\r\n\r\n")[2])["error"] == "LENGTH_REQUIRED"
+
+
+def test_chunked_body_is_411(http: httpx.Client, server: LiveServer) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"agent": "chat", '
+        yield b'"message": "hi"}'
+
+    r = http.post(
+        f"{server.url}/sessions",
+        content=chunks(),
+        headers={"x-user": "alice", "content-type": "application/json"},
+    )
+    assert r.request.headers["transfer-encoding"] == "chunked"
+    assert r.status_code == 411 and r.json()["error"] == "LENGTH_REQUIRED"
+
+
+def test_body_over_the_limit_is_413_before_it_is_read(
+    http: httpx.Client, server: LiveServer
+) -> None:
+    # Headers only, announcing 1 GB: the answer comes without the server waiting for a byte.
+    raw = server.raw(
+        b"POST /sessions HTTP/1.1\r\nHost: t\r\nX-User: alice\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
+    )
+    assert raw.startswith(b"HTTP/1.1 413")
+    assert json.loads(raw.partition(b"\r\n\r\n")[2])["error"] == "PAYLOAD_TOO_LARGE"
+    big = json.dumps({"agent": "chat", "message": "x" * MAX_BODY}).encode()
+    r = http.post(
+        f"{server.url}/sessions",
+        content=big,
+        headers={"x-user": "alice", "content-type": "application/json"},
+    )
+    assert r.status_code == 413
+    ok = json.dumps({"agent": "chat", "message": "x" * (MAX_BODY - 100)}).encode()
+    r = http.post(
+        f"{server.url}/sessions",
+        content=ok,
+        headers={"x-user": "alice", "content-type": "application/json"},
+    )
+    assert r.status_code == 201
+
+
+def test_malformed_bodies_are_400_not_422(http: httpx.Client, server: LiveServer) -> None:
+    created = _create(http, server)
+    submit = f"{server.url}/sessions/{created['session_id']}/submit-tool-result"
+    cases: list[tuple[str, dict[str, str], bytes]] = [
+        (f"{server.url}/sessions", {"x-user": "alice"}, b"{not json"),
+        (f"{server.url}/sessions", {"x-user": "alice"}, b'{"agent": "chat"}'),
+        (f"{server.url}/sessions", {"x-user": "alice"}, b'{"agent": "chat", "message": 1}'),
+        (submit, auth(created["token"]), b'{"kind": "nope", "tool_call_id": "c"}'),
+        (submit, auth(created["token"]), b'{"kind": "approval", "tool_call_id": "c"}'),
+        (
+            submit,
+            auth(created["token"]),
+            b'{"kind": "approval", "tool_call_id": "c", "approved": "yes"}',
+        ),
+        (submit, auth(created["token"]), b'{"kind": "client-tool-result", "tool_call_id": "c"}'),
+        (submit, auth(created["token"]), b""),
+    ]
+    for url, headers, body in cases:
+        r = http.post(url, content=body, headers={**headers, "content-type": "application/json"})
+        assert r.status_code == 400, (body, r.text)
+        err = r.json()
+        assert err["error"] == "INVALID_REQUEST" and err["message"] and err["details"], err
+
+
+def test_unknown_routes_healthz_and_metrics(http: httpx.Client, server: LiveServer) -> None:
+    r = http.get(f"{server.url}/nope")
+    assert r.status_code == 404 and r.json()["error"] == "NOT_FOUND"
+    r = http.get(f"{server.url}/healthz")
+    assert r.status_code == 200 and r.json() == {"status": "ok", "database": "ok"}
+    metrics = http.get(f"{server.url}/metrics")
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"].startswith("text/plain")
+    text = metrics.text
+    assert 'dbos_agents_http_requests_total{method="POST",route="/sessions",status="201"}' in text
+    assert 'route="/sessions/{session_id}",status="401"' in text
+    assert 'route="unmatched",status="411"' in text  # refused before routing
+    assert "ses_" not in text  # ids never become labels
