@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from ..settings import config_file
 
 MIN_SECRET_CHARS = 32
 
@@ -18,6 +25,26 @@ class ServerSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="DBOS_AGENTS_SERVER_", extra="ignore", populate_by_name=True
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then environment, then the ``[server]`` table of the settings file."""
+        path = config_file()
+        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
+        if path is not None:
+            sources += (
+                TomlConfigSettingsSource(
+                    settings_cls, toml_file=path, toml_table_header=("server",)
+                ),
+            )
+        return sources
 
     database_url: str | None = Field(
         default=None,

@@ -384,3 +384,16 @@ def test_shipped_config_file_parses_into_settings(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("DBOS_AGENTS_CONFIG", str(repo / "config" / "dbos-agents.toml"))
     s = Settings()
     assert s.application_version == "dbos-agents-1" and s.tombstone_retention_sec == 86400
+
+
+def test_server_settings_read_the_server_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dbos_agents.server import ServerSettings
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[server]\nport = 9123\ntoken_ttl_sec = 60\n")
+    monkeypatch.setenv("DBOS_AGENTS_CONFIG", str(cfg))
+    monkeypatch.setenv("DBOS_AGENTS_SERVER_TOKEN_TTL_SEC", "120")
+    s = ServerSettings()
+    assert s.port == 9123 and s.token_ttl_sec == 120
