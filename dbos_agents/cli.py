@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .client import AgentClient
-from .errors import ConfigurationError, DbosAgentsError, InvalidRequestError, InvalidResultError
+from .errors import DbosAgentsError, InvalidRequestError, InvalidResultError
 from .settings import Settings
 from .store.submit import SubmitOutcome
 
@@ -89,10 +89,9 @@ def serve(
     database_url: str | None = typer.Option(None, "--database-url", help="Postgres URL"),
 ) -> None:
     """Run the HTTP API (stateless; run as many as you like behind a load balancer)."""
-    import importlib
-
     from .server import ServerSettings
     from .server import serve as run_server
+    from .server.auth import load_authenticate
 
     overrides: dict[str, Any] = {}
     if host is not None:
@@ -104,13 +103,7 @@ def serve(
     if database_url is not None:
         overrides["database_url"] = database_url
     settings = ServerSettings(**overrides)
-    hook = None
-    if auth is not None:
-        module, _, attr = auth.partition(":")
-        try:
-            hook = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ConfigurationError(f"cannot load --auth {auth!r}: {exc}") from exc
+    hook = None if auth is None else load_authenticate(auth)
     run_server(settings, authenticate=hook)
 
 

@@ -35,6 +35,22 @@ def _default_executor_id() -> str:
     return f"worker-{socket.gethostname()}"
 
 
+def file_sources(
+    settings_cls: type[BaseSettings],
+    init_settings: PydanticBaseSettingsSource,
+    env_settings: PydanticBaseSettingsSource,
+    table: str,
+) -> tuple[PydanticBaseSettingsSource, ...]:
+    """Arguments, then environment, then ``[table]`` of the settings file (if there is one)."""
+    path = config_file()
+    sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
+    if path is not None:
+        sources += (
+            TomlConfigSettingsSource(settings_cls, toml_file=path, toml_table_header=(table,)),
+        )
+    return sources
+
+
 class Settings(BaseSettings):
     """Settings shared by workers, clients and the CLI.
 
@@ -53,15 +69,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = config_file()
-        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
-        if path is not None:
-            sources += (
-                TomlConfigSettingsSource(
-                    settings_cls, toml_file=path, toml_table_header=("dbos_agents",)
-                ),
-            )
-        return sources
+        return file_sources(settings_cls, init_settings, env_settings, "dbos_agents")
 
     database_url: str | None = None
     """Postgres URL. None means the embedded pgserver under ``data_dir`` (CLI only)."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
 
 from .errors import ConfigurationError
+from .imports import import_object
 from .runtime import AgentRuntime
 
 log = logging.getLogger("dbos_agents")
@@ -16,13 +16,7 @@ log = logging.getLogger("dbos_agents")
 
 def load_runtime(spec: str) -> AgentRuntime:
     """Import ``module:attr``; ``attr`` is an ``AgentRuntime`` or a function returning one."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigurationError(f"--app must look like 'package.module:runtime', got {spec!r}")
-    try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(f"cannot load {spec!r}: {exc}") from exc
+    obj = import_object(spec, "--app")
     runtime = obj() if callable(obj) and not isinstance(obj, AgentRuntime) else obj
     if not isinstance(runtime, AgentRuntime):
         raise ConfigurationError(f"{spec!r} is not an AgentRuntime (got {type(runtime).__name__})")

@@ -32,17 +32,17 @@ import base64
 import binascii
 import hashlib
 import hmac
-import importlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, cast
 
 from fastapi import HTTPException, Request
 
 from ..errors import ConfigurationError
+from ..imports import import_object
 
 Operation = Literal[
     "create_session",
@@ -172,13 +172,7 @@ async def call_hook(
 
 def load_authenticate(spec: str) -> Authenticate:
     """Import ``module:callable`` (e.g. from ``DBOS_AGENTS_SERVER_AUTHENTICATE``)."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigurationError(f"authenticate must look like 'package.module:func', got {spec!r}")
-    try:
-        hook = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(f"cannot load authenticate hook {spec!r}: {exc}") from exc
+    hook = import_object(spec, "authenticate hook")
     if not callable(hook):
         raise ConfigurationError(f"authenticate hook {spec!r} is not callable")
-    return hook  # type: ignore[no-any-return]
+    return cast(Authenticate, hook)

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from ..settings import config_file
+from ..settings import file_sources
 
 MIN_SECRET_CHARS = 32
 
@@ -36,15 +31,7 @@ class ServerSettings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Arguments, then environment, then the ``[server]`` table of the settings file."""
-        path = config_file()
-        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
-        if path is not None:
-            sources += (
-                TomlConfigSettingsSource(
-                    settings_cls, toml_file=path, toml_table_header=("server",)
-                ),
-            )
-        return sources
+        return file_sources(settings_cls, init_settings, env_settings, "server")
 
     database_url: str | None = Field(
         default=None,
