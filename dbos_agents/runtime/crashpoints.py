@@ -1,8 +1,10 @@
-"""Named crash points: where the crash harness SIGKILLs a real worker.
+"""Named crash points: where the crash harness SIGKILLs (or SIGTERMs) a real worker.
 
 ``DBOS_AGENTS_CRASH_AT=<point>`` (optionally ``<point>:<n>`` for the n-th hit) arms one point
 in a worker process; reaching it kills the process with SIGKILL, exactly as ``kill -9`` would.
-The variable is read once at import; an unarmed point costs one comparison.
+With ``DBOS_AGENTS_CRASH_SIGNAL=SIGTERM`` the process sends itself SIGTERM there instead and
+carries on, as a deploy would stop it mid-step. The variables are read once at import; an
+unarmed point costs one comparison.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ CrashPoint = Literal[
     "after_model_step",  # model output checkpointed, before write #1
     "after_record",  # write #1 committed (ledger 'requested'), before dispatch
     "after_dispatch_mark",  # ledger 'dispatched' committed, before the handler runs
-    "after_handler",  # handler returned, before the tool step's checkpoint
+    "after_handler",  # handler returned, before its result row commits
+    "after_tool_result",  # result row committed, before the tool step's checkpoint
     "after_tool_steps",  # every tool step checkpointed, before write #2
     "after_results",  # write #2 committed
 ]
 CRASH_POINTS: Final[tuple[str, ...]] = CrashPoint.__args__  # type: ignore[attr-defined]
 ENV_VAR: Final = "DBOS_AGENTS_CRASH_AT"
+SIGNAL_ENV_VAR: Final = "DBOS_AGENTS_CRASH_SIGNAL"
 
 
 def _parse(value: str | None) -> tuple[str | None, int]:
@@ -38,13 +42,26 @@ def _parse(value: str | None) -> tuple[str | None, int]:
     return name, hit
 
 
+def _signal(value: str | None) -> signal.Signals:
+    if not value:
+        return signal.SIGKILL
+    try:
+        return signal.Signals[
+            value.upper() if value.upper().startswith("SIG") else "SIG" + value.upper()
+        ]
+    except KeyError:
+        raise ValueError(f"{SIGNAL_ENV_VAR}={value!r}: not a signal name") from None
+
+
 _armed, _nth = _parse(os.environ.get(ENV_VAR))
+_signal_to_send = _signal(os.environ.get(SIGNAL_ENV_VAR))
 _hits = 0
 _lock = threading.Lock()
 
 
 def crash_point(name: CrashPoint) -> None:
-    """SIGKILL this process if ``name`` is the armed point and this is the chosen hit."""
+    """Signal this process if ``name`` is the armed point and this is the chosen hit
+    (SIGKILL by default: nothing after this line runs)."""
     global _hits
     if _armed != name:
         return
@@ -52,6 +69,6 @@ def crash_point(name: CrashPoint) -> None:
         _hits += 1
         if _hits != _nth:
             return
-    sys.stderr.write(f"dbos-agents: crash point {name!r} reached, SIGKILL\n")
+    sys.stderr.write(f"dbos-agents: crash point {name!r} reached, {_signal_to_send.name}\n")
     sys.stderr.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), _signal_to_send)

@@ -6,6 +6,7 @@
 """
 
 from ..runtime.crashpoints import CRASH_POINTS
+from .cluster import PrivateCluster
 from .crash import CrashHarness, DrillResult, WorkerProcess
 from .database import (
     ProvisionedDatabase,
@@ -19,6 +20,7 @@ __all__ = [
     "CRASH_POINTS",
     "CrashHarness",
     "DrillResult",
+    "PrivateCluster",
     "ProvisionedDatabase",
     "Witness",
     "WorkerProcess",
