@@ -59,11 +59,11 @@ async def step() -> AsyncIterator[None]:
             _in_flight -= 1
 
 
-async def wait_idle(timeout: float, poll: float = 0.05) -> bool:
-    """Wait until no step is in flight; False when ``timeout`` passed first."""
+async def wait_idle(grace_sec: float, poll: float = 0.05) -> bool:
+    """Wait until no step is in flight; False when ``grace_sec`` passed first."""
     try:
-        async with asyncio.timeout(timeout):
-            while _in_flight > 0:
+        async with asyncio.timeout(grace_sec):
+            while _in_flight > 0:  # noqa: ASYNC110 - the counter is bumped from several loops/threads
                 await asyncio.sleep(poll)
     except TimeoutError:
         return False
