@@ -9,8 +9,10 @@ back to learn that an earlier attempt may already have caused the side effect.
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any, TypedDict
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypedDict, TypeVar
 
 import sqlalchemy as sa
 from dbos import DBOS, AsyncSQLAlchemyDatasource
@@ -19,8 +21,22 @@ from ..ids import run_workflow_id
 from ..messages import Message, Usage
 from ..outcome import RunSpec
 from ..results import ToolResult
+from . import drain
 
 S = "dbos_agents"
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _gated(fn: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """Refuse to start the write during a drain (see ``drain``)."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        async with drain.step():
+            return await fn(*args, **kwargs)
+
+    return wrapper
 
 
 class WaitSpec(TypedDict):
@@ -49,26 +65,26 @@ class Ledger:
         self.ds = ds
         tx = ds.transaction
         self.begin_run = tx(name="dbos_agents.begin_run.v1", isolation_level="READ COMMITTED")(
-            self._begin_run
+            _gated(self._begin_run)
         )
         self.record_turn = tx(name="dbos_agents.record_turn.v1", isolation_level="READ COMMITTED")(
-            self._record_turn
+            _gated(self._record_turn)
         )
         self.record_results = tx(
             name="dbos_agents.record_results.v1", isolation_level="READ COMMITTED"
-        )(self._record_results)
+        )(_gated(self._record_results))
         self.finish_run = tx(name="dbos_agents.finish_run.v1", isolation_level="READ COMMITTED")(
-            self._finish_run
+            _gated(self._finish_run)
         )
         self.register_waits = tx(
             name="dbos_agents.register_waits.v1", isolation_level="READ COMMITTED"
-        )(self._register_waits)
+        )(_gated(self._register_waits))
         self.close_inbox = tx(name="dbos_agents.close_inbox.v1", isolation_level="READ COMMITTED")(
-            self._close_inbox
+            _gated(self._close_inbox)
         )
         self.settle_timeout = tx(
             name="dbos_agents.settle_timeout.v1", isolation_level="READ COMMITTED"
-        )(self._settle_timeout)
+        )(_gated(self._settle_timeout))
 
     async def _exec(self, sql: str, params: dict[str, Any] | None = None) -> sa.Result[Any]:
         return await self.ds.sql_session().execute(sa.text(sql), params or {})

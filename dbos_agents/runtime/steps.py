@@ -18,6 +18,7 @@ from ..errors import ModelError, TransientModelError
 from ..models.base import ModelRequest
 from ..results import ToolResult, durability_error
 from ..tools import Tool, ToolContext
+from . import drain
 from .context import get_context
 from .crashpoints import crash_point
 
@@ -27,6 +28,11 @@ log = logging.getLogger("dbos_agents")
 @DBOS.step(name="dbos_agents.model.v1")
 async def model_step(request: dict[str, Any]) -> dict[str, Any]:
     """Call the model; retry transient provider errors with capped exponential backoff."""
+    async with drain.step():
+        return await _complete(request)
+
+
+async def _complete(request: dict[str, Any]) -> dict[str, Any]:
     ctx = get_context()
     req = ModelRequest.model_validate(request)
     attempts = max(1, ctx.settings.model_max_attempts)
@@ -64,6 +70,11 @@ class ToolCallSpec(TypedDict):
 
 async def tool_step(spec: ToolCallSpec) -> dict[str, Any]:
     """Run one server tool call under the at-most-once guard; returns a ``ToolResult``."""
+    async with drain.step():
+        return await _guarded(spec)
+
+
+async def _guarded(spec: ToolCallSpec) -> dict[str, Any]:
     ctx = get_context()
     tool = ctx.agent(spec["agent"]).tools[spec["tool"]]
     args = tool.validate_arguments(spec["arguments"])

@@ -18,6 +18,7 @@ from dbos._error import DBOSAwaitedWorkflowCancelledError
 from ..agent import Agent
 from ..outcome import RunOutcome, RunSpec
 from ..results import ToolResult
+from . import drain
 from .context import get_context
 from .steps import ToolCallSpec, tool_step
 
@@ -31,7 +32,8 @@ class RunInterrupted(Exception):
 @DBOS.step(name="dbos_agents.remaining.v1")
 async def remaining_step(deadline_epoch: float) -> float:
     """Seconds left until an absolute deadline (the clock is read in a step, not the body)."""
-    return max(0.0, deadline_epoch - time.time())
+    async with drain.step():
+        return max(0.0, deadline_epoch - time.time())
 
 
 async def wait_for_submission(
