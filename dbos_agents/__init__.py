@@ -8,6 +8,7 @@ from .errors import (
     DatabaseUnavailableError,
     DbosAgentsError,
     DefinitionError,
+    InterruptFailedError,
     InvalidRequestError,
     InvalidResultError,
     ModelError,
@@ -20,11 +21,10 @@ from .errors import (
 )
 from .messages import Message, ModelResponse, ToolCall, Usage
 from .outcome import RunOutcome, SessionInfo
+from .records import HistoryEntry, InterruptOutcome, PendingCall, SubmitOutcome, ToolCallRecord
 from .results import ToolError, ToolResult
 from .runtime import AgentRuntime, SessionHandle
 from .settings import Settings
-from .store.queries import HistoryEntry, ToolCallRecord
-from .store.submit import InterruptOutcome, PendingCall, SubmitOutcome
 from .tools import Tool, ToolContext, tool
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "DbosAgentsError",
     "DefinitionError",
+    "InterruptFailedError",
     "InvalidRequestError",
     "InvalidResultError",
     "ModelError",

@@ -14,8 +14,8 @@ from rich.table import Table
 
 from .client import AgentClient
 from .errors import DbosAgentsError, InvalidRequestError, InvalidResultError
+from .records import SubmitOutcome
 from .settings import Settings
-from .store.submit import SubmitOutcome
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 err = Console(stderr=True)

@@ -13,13 +13,21 @@ from typing import Any
 import sqlalchemy as sa
 from dbos import DBOSClient
 
+from .delivery import ApprovalDelivery, Delivery, ErrorDelivery, ResultDelivery
 from .errors import ConfigurationError, InvalidRequestError, SessionNotFoundError
 from .outcome import TERMINAL, SessionInfo
+from .records import (
+    HistoryEntry,
+    InterruptOutcome,
+    PendingCall,
+    PendingKind,
+    SubmitOutcome,
+    ToolCallRecord,
+)
 from .settings import Settings
 from .store import queries, submit
 from .store.db import create_sync_engine, sqlalchemy_url
 from .store.migrate import prepare_database
-from .store.submit import InterruptOutcome, PendingCall, PendingKind, SubmitOutcome
 
 
 class AgentClient:
@@ -89,10 +97,10 @@ class AgentClient:
             raise SessionNotFoundError(session_id)
         return info
 
-    def history(self, session_id: str) -> list[queries.HistoryEntry]:
+    def history(self, session_id: str) -> list[HistoryEntry]:
         return queries.history(self.engine, session_id)
 
-    def tool_calls(self, session_id: str) -> list[queries.ToolCallRecord]:
+    def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
         return queries.tool_calls(self.engine, session_id)
 
     def wait(self, session_id: str, *, timeout: float = 60.0, poll: float = 0.1) -> SessionInfo:
@@ -124,12 +132,10 @@ class AgentClient:
         """
         if error is not None and result is not None:
             raise InvalidRequestError("give either result or error, not both")
-        payload: dict[str, Any] = (
-            {"kind": "error", "error": str(error)}
-            if error is not None
-            else {"kind": "result", "result": result}
+        delivery: Delivery = (
+            ErrorDelivery(error=str(error)) if error is not None else ResultDelivery(result=result)
         )
-        return self._submit(session_id, tool_call_id, "client", payload)
+        return self._submit(session_id, tool_call_id, delivery)
 
     def submit_approval(
         self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
@@ -137,18 +143,21 @@ class AgentClient:
         """Approve or deny an approval-gated tool call (root session id)."""
         if not isinstance(approved, bool):
             raise InvalidRequestError("approved must be true or false")
-        payload = {"kind": "approval", "approved": approved, "reason": reason}
-        return self._submit(session_id, tool_call_id, "approval", payload)
+        return self._submit(
+            session_id, tool_call_id, ApprovalDelivery(approved=approved, reason=reason)
+        )
 
     def fail(self, session_id: str, tool_call_id: str, error: str) -> SubmitOutcome:
         """Operator escape hatch: settle a stuck call of either kind with an error result."""
-        return self._submit(session_id, tool_call_id, "client", {"kind": "error", "error": error})
+        return self._submit(session_id, tool_call_id, ErrorDelivery(error=error))
 
-    def _submit(
-        self, session_id: str, tool_call_id: str, kind: PendingKind, payload: dict[str, Any]
-    ) -> SubmitOutcome:
+    def deliver(self, session_id: str, tool_call_id: str, delivery: Delivery) -> SubmitOutcome:
+        """Submit a typed ``Delivery`` (what the HTTP server and scripts build)."""
+        return self._submit(session_id, tool_call_id, delivery)
+
+    def _submit(self, session_id: str, tool_call_id: str, delivery: Delivery) -> SubmitOutcome:
         try:
-            json.dumps(payload)
+            json.dumps(delivery.model_dump(mode="json"))
         except (TypeError, ValueError) as exc:
             raise InvalidRequestError(f"the submission is not JSON-serializable: {exc}") from exc
         return submit.submit(
@@ -156,8 +165,7 @@ class AgentClient:
             self.dbos,
             session_id=session_id,
             tool_call_id=tool_call_id,
-            kind=kind,
-            payload=payload,
+            delivery=delivery,
         )
 
     def pending(

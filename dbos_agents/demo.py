@@ -19,8 +19,8 @@ from rich.table import Table
 from .client import AgentClient
 from .examples.support_desk import PAYMENTS_ENV, FakePayments
 from .outcome import TERMINAL
+from .records import HistoryEntry
 from .settings import Settings
-from .store.queries import HistoryEntry
 from .testing.crash import CrashHarness, WorkerProcess
 
 console = Console()

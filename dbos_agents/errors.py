@@ -10,6 +10,7 @@
     ├── SessionNotFoundError       no session with that id
     ├── SessionBusyError           a message was sent to a session whose run is still going
     ├── RuntimeNotLaunchedError    a worker-side call before AgentRuntime.launch()
+    ├── InterruptFailedError       an interrupt could not be applied; nothing was changed
     ├── InvalidRequestError        a submit that cannot apply (wrong kind, malformed body)
     │   ├── InvalidResultError     the result fails the client tool's output schema
     │   └── NotRootSessionError    submits go to the root session; names the root
@@ -101,6 +102,21 @@ class RuntimeNotLaunchedError(DbosAgentsError):
     """A worker-side call was made before ``AgentRuntime.launch()``."""
 
     code = "RUNTIME_NOT_LAUNCHED"
+
+
+class InterruptFailedError(DbosAgentsError):
+    """An interrupt could not be applied (for example the database went away mid-way).
+    It is all or nothing: the session, its waits and its workflows are unchanged."""
+
+    code = "INTERRUPT_FAILED"
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        self.session_id = session_id
+        self.reason = reason
+        super().__init__(f"could not interrupt session {session_id!r}, nothing changed: {reason}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.session_id, self.reason))
 
 
 class ModelError(DbosAgentsError):

@@ -4,13 +4,22 @@ DBOS 3.4 has no public API for a few things operations need. Each function here 
 private DBOS object it relies on; ``tests/unit/test_dbos_compat.py`` fails loudly when a
 DBOS upgrade moves or renames one, so an upgrade is a one-file review.
 
+- ``workflow_status_in_transaction``: a submit reads whether the run it would wake has
+  ended, in its own transaction (same table).
 - ``cancel_workflows_in_transaction``: DBOS cancels a workflow in its own transaction
   (``SystemDatabase.cancel_workflows``); an interrupt must cancel in *ours*, so the session
   row, the pending rows and the cancellation commit together or not at all. Uses
   ``DBOSClient._sys_db.tables.workflow_status`` and mirrors the columns DBOS resets.
+- Worker operations (``stop_dequeuing``, ``recover_pending_workflows``,
+  ``checkpointed_steps``, ``catch_up_waiters``, ``listener_connection``): drain on SIGTERM,
+  adopt a dead worker's sessions, and wake waiters whose notification fell into a LISTEN
+  reconnect (DBOS would find them only at its 60 s fallback poll).
 """
 
 from __future__ import annotations
+
+import threading
+from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOSClient
@@ -20,24 +29,38 @@ FINISHED = (WorkflowStatusString.SUCCESS.value, WorkflowStatusString.ERROR.value
 
 
 def workflow_status_table(client: DBOSClient) -> sa.Table:
-    """DBOS's ``workflow_status`` table object (schema-qualified as the client was built)."""
+    """DBOS's ``workflow_status`` table object (its schema is a placeholder that
+    ``bind_system_schema`` translates on the caller's connection)."""
     table: sa.Table = client._sys_db.tables.workflow_status
     return table
 
 
+def bind_system_schema(conn: sa.Connection, client: DBOSClient) -> None:
+    """Let DBOS table objects resolve to the system schema on the caller's connection
+    (``SystemDatabase._apply_caller_schema``, as ``send_in_transaction`` does)."""
+    client._sys_db._apply_caller_schema(conn)
+
+
 def cancel_workflows_in_transaction(
-    conn: sa.Connection, client: DBOSClient, workflow_ids: list[str]
+    conn: sa.Connection,
+    client: DBOSClient,
+    workflow_ids: list[str],
+    *,
+    with_descendants: bool = False,
 ) -> list[str]:
     """Cancel the given workflows inside the caller's transaction, exactly as
     ``DBOS.cancel_workflow`` does (status CANCELLED, off its queue, ownership token
-    cleared), unless already finished. Returns the ids it cancelled."""
+    cleared), unless already finished. ``with_descendants`` also cancels the sub-agent
+    workflows under them (ids ``{parent}::sub::...``, started or only enqueued). Returns the
+    ids it cancelled."""
     if not workflow_ids:
         return []
     ws = workflow_status_table(client)
+    bind_system_schema(conn, client)
     now_ms = sa.cast(sa.func.extract("epoch", sa.func.now()) * 1000, sa.BigInteger)
     rows = conn.execute(
         sa.update(ws)
-        .where(ws.c.workflow_uuid.in_(workflow_ids))
+        .where(_selected(ws, workflow_ids, with_descendants))
         .where(ws.c.status.notin_(FINISHED))
         .values(
             status=WorkflowStatusString.CANCELLED.value,
@@ -51,3 +74,144 @@ def cancel_workflows_in_transaction(
         .returning(ws.c.workflow_uuid)
     ).all()
     return [r[0] for r in rows]
+
+
+def _selected(ws: sa.Table, ids: list[str], with_descendants: bool) -> sa.ColumnElement[bool]:
+    if not with_descendants:
+        return ws.c.workflow_uuid.in_(ids)
+    # A prefix match without LIKE: ids may contain LIKE's wildcards.
+    return sa.or_(
+        ws.c.workflow_uuid.in_(ids),
+        *(
+            sa.func.left(ws.c.workflow_uuid, len(prefix)) == prefix
+            for prefix in (f"{i}::sub::" for i in ids)
+        ),
+    )
+
+
+ENDED = (
+    WorkflowStatusString.SUCCESS.value,
+    WorkflowStatusString.ERROR.value,
+    WorkflowStatusString.CANCELLED.value,
+    WorkflowStatusString.MAX_RECOVERY_ATTEMPTS_EXCEEDED.value,
+)
+"""DBOS statuses of a workflow that will never read another message."""
+
+
+def workflow_status_in_transaction(
+    conn: sa.Connection, client: DBOSClient, workflow_id: str
+) -> str | None:
+    """A workflow's DBOS status read in the caller's transaction (``None``: no such
+    workflow), so a submit can tell that the run it would wake has already ended."""
+    ws = workflow_status_table(client)
+    bind_system_schema(conn, client)
+    row = conn.execute(sa.select(ws.c.status).where(ws.c.workflow_uuid == workflow_id)).first()
+    return None if row is None else str(row[0])
+
+
+# ---------------------------------------------------------------------------------------
+# Worker operations: drain, adoption, lost wake-ups (see docs/operations.md).
+# Private names used below: DBOS instance ``background_thread_stop_events``, ``_sys_db``,
+# ``DBOS._recover_pending_workflows``; SystemDatabase ``engine``, ``tables`` (tables
+# ``operation_outputs``, ``notifications``, ``workflow_events``), ``notifications_map``,
+# ``workflow_events_map`` (``ThreadSafeEventDict.snapshot`` -> (key, components, signal)),
+# PostgresSystemDatabase ``notification_conn`` and ``_listener_thread_lock``.
+# ---------------------------------------------------------------------------------------
+
+StepKey = tuple[str, int]
+
+
+def _instance() -> Any:
+    from dbos._dbos import _get_dbos_instance
+
+    return _get_dbos_instance()
+
+
+def _system_database() -> Any:
+    return _instance()._sys_db
+
+
+def stop_dequeuing() -> int:
+    """Stop DBOS's queue threads (every queue, the internal recovery queue included), its
+    scheduler, pollers and startup recovery, while steps, recv and the notification listener
+    keep working. DBOS has no public call for this: ``DBOS.destroy`` does it first, then
+    tears down the event loop the draining workflows still run on. Returns the events set."""
+    events = list(_instance().background_thread_stop_events)
+    for evt in events:
+        evt.set()
+    return len(events)
+
+
+def recover_pending_workflows(executor_ids: list[str]) -> list[str]:
+    """Re-enqueue the PENDING workflows of ``executor_ids`` (this application version) on
+    DBOS's internal queue; its dequeue admits exactly one runner per workflow. Returns
+    their ids."""
+    from dbos import DBOS
+
+    handles = DBOS._recover_pending_workflows(executor_ids)
+    return [h.workflow_id for h in handles]
+
+
+def checkpointed_steps(keys: set[StepKey]) -> set[StepKey]:
+    """Those of ``keys`` (workflow id, step id) whose output DBOS has recorded."""
+    if not keys:
+        return set()
+    sys_db = _system_database()
+    oo: sa.Table = sys_db.tables.operation_outputs
+    workflows = sorted({wf for wf, _ in keys})
+    with sys_db.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(oo.c.workflow_uuid, oo.c.function_id).where(oo.c.workflow_uuid.in_(workflows))
+        ).all()
+    return {(str(r[0]), int(r[1])) for r in rows} & keys
+
+
+def catch_up_waiters() -> int:
+    """Wake every local ``recv``/``get_event`` waiter whose message or event is already in
+    the database; returns how many were woken. Only waiters with something to read are
+    woken: a woken ``recv`` consumes at once, and with nothing there it would return None
+    before its deadline (a false timeout)."""
+    sys_db = _system_database()
+    woken = 0
+    waiters = sys_db.notifications_map.snapshot()
+    if waiters:
+        n: sa.Table = sys_db.tables.notifications
+        with sys_db.engine.connect() as conn:
+            have = {
+                (str(r[0]), str(r[1]))
+                for r in conn.execute(
+                    sa.select(n.c.destination_uuid, n.c.topic)
+                    .where(n.c.destination_uuid.in_(sorted({c[0] for _, c, _ in waiters})))
+                    .where(n.c.consumed.is_(False))
+                    .distinct()
+                ).all()
+            }
+        for _, (dest, topic, _), signal in waiters:
+            if (dest, topic) in have:
+                signal.set()
+                woken += 1
+    events = sys_db.workflow_events_map.snapshot()
+    if events:
+        we: sa.Table = sys_db.tables.workflow_events
+        with sys_db.engine.connect() as conn:
+            have = {
+                (str(r[0]), str(r[1]))
+                for r in conn.execute(
+                    sa.select(we.c.workflow_uuid, we.c.key).where(
+                        we.c.workflow_uuid.in_(sorted({c[0] for _, c, _ in events}))
+                    )
+                ).all()
+            }
+        for _, (wf, key, _), signal in events:
+            if (wf, key) in have:
+                signal.set()
+                woken += 1
+    return woken
+
+
+def listener_connection() -> tuple[object | None, threading.Lock]:
+    """DBOS's LISTEN connection object (a new object at every reconnect) and the lock its
+    listener holds while connecting and issuing LISTEN."""
+    sys_db = _system_database()
+    lock: threading.Lock = sys_db._listener_thread_lock
+    return getattr(sys_db, "notification_conn", None), lock

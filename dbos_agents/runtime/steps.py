@@ -1,15 +1,19 @@
 """The session workflow's I/O steps: the model call and one tool call.
 
-The tool step holds the at-most-once guard. It commits ``dispatched`` before the handler
-runs; if the step body runs again (the worker died before DBOS checkpointed its output), it
-finds ``dispatched`` and does not run a side-effecting handler a second time: the tool's
-``verify`` hook settles the outcome, or the model gets a ``tool-durability-error`` result.
+The tool step holds the at-most-once guard. Under the call's advisory lock (so no earlier
+attempt can still be running) it commits ``dispatched`` before the handler runs and the
+result row before it returns. If the step body runs again (the worker died before DBOS
+checkpointed its output): a recorded result is returned as is; otherwise any status past
+``requested`` means an earlier attempt may have run, and a side-effecting handler is not
+run a second time: ``verify`` settles the outcome, or the model gets a
+``tool-durability-error`` result.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Any, TypedDict
 
 from dbos import DBOS
@@ -78,24 +82,30 @@ async def _guarded(spec: ToolCallSpec) -> dict[str, Any]:
     ctx = get_context()
     tool = ctx.agent(spec["agent"]).tools[spec["tool"]]
     args = tool.validate_arguments(spec["arguments"])
-    prior, attempt = await ctx.ledger.mark_dispatched(spec["session_id"], spec["tool_call_id"])
-    crash_point("after_dispatch_mark")
-    tctx = ToolContext(
-        session_id=spec["session_id"],
-        root_session_id=spec["root_session_id"],
-        tool_call_id=spec["tool_call_id"],
-        tool_name=tool.name,
-        idempotency_key=spec["idempotency_key"],
-        user_id=spec["user_id"],
-        tenant_id=spec["tenant_id"],
-        attempt=attempt,
-    )
-    if prior == "dispatched" and not tool.safe_to_retry:
-        result = await _settle_unknown(tool, tctx, args)
-    else:
-        result = await _invoke(tool, tctx, args)
-    crash_point("after_handler")
-    return result.model_dump(mode="json")
+    async with ctx.ledger.attempt(
+        spec["session_id"], spec["tool_call_id"], uuid.uuid4().hex, exclusive=not tool.safe_to_retry
+    ) as attempt:
+        if attempt.recorded is not None:  # an earlier attempt finished and recorded it
+            return dict(attempt.recorded)
+        crash_point("after_dispatch_mark")
+        tctx = ToolContext(
+            session_id=spec["session_id"],
+            root_session_id=spec["root_session_id"],
+            tool_call_id=spec["tool_call_id"],
+            tool_name=tool.name,
+            idempotency_key=spec["idempotency_key"],
+            user_id=spec["user_id"],
+            tenant_id=spec["tenant_id"],
+            attempt=attempt.number,
+        )
+        if attempt.prior_status != "requested" and not tool.safe_to_retry:
+            result = await _settle_unknown(tool, tctx, args)  # an earlier attempt may have run
+        else:
+            result = await _invoke(tool, tctx, args)
+        crash_point("after_handler")
+        recorded = await attempt.record(result.model_dump(mode="json"))
+        crash_point("after_tool_result")
+        return dict(recorded)
 
 
 async def _invoke(tool: Tool, tctx: ToolContext, args: Any) -> ToolResult:

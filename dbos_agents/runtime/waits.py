@@ -16,6 +16,14 @@ from dbos import DBOS, SetWorkflowID
 from dbos._error import DBOSAwaitedWorkflowCancelledError
 
 from ..agent import Agent
+from ..delivery import (
+    ApprovalDelivery,
+    Delivery,
+    ErrorDelivery,
+    InterruptDelivery,
+    ResultDelivery,
+    decode,
+)
 from ..outcome import RunOutcome, RunSpec
 from ..results import ToolResult
 from . import drain
@@ -38,8 +46,9 @@ async def remaining_step(deadline_epoch: float) -> float:
 
 async def wait_for_submission(
     spec: RunSpec, kind: str, tool: str, tool_call_id: str, deadline: float
-) -> dict[str, Any] | None:
-    """Wait for the payload sent by ``AgentClient``; ``None`` when the deadline passed."""
+) -> Delivery | None:
+    """Wait for what ``AgentClient`` submits; ``None`` when the deadline passed. An
+    interrupt delivered to the wait raises ``RunInterrupted``."""
     remaining = await remaining_step(deadline)
     log.info(
         "client_tool.suspended",
@@ -70,13 +79,14 @@ async def wait_for_submission(
                 },
             )
             return None
-    if isinstance(payload, dict) and payload.get("kind") == "interrupt":
+    delivery = decode(payload)
+    if isinstance(delivery, InterruptDelivery):
         log.warning(
             "client_tool.aborted",
             extra={"event": "client_tool.aborted", "tool_call_id": tool_call_id},
         )
         raise RunInterrupted(tool_call_id)
-    return payload if isinstance(payload, dict) else {"kind": "error", "error": repr(payload)}
+    return delivery
 
 
 def timeout_result(tool_call_id: str, tool: str, timeout_sec: float) -> ToolResult:
@@ -89,40 +99,44 @@ def timeout_result(tool_call_id: str, tool: str, timeout_sec: float) -> ToolResu
     )
 
 
+def _mismatch(tool_call_id: str, tool: str, delivery: Delivery) -> ToolResult:
+    return ToolResult.failure(
+        tool_call_id, tool, "client-error", f"unexpected submission of kind {delivery.kind!r}"
+    )
+
+
 async def run_client_call(
     spec: RunSpec, tool: str, tool_call_id: str, deadline: float, timeout_sec: float
 ) -> ToolResult:
-    payload = await wait_for_submission(spec, "client", tool, tool_call_id, deadline)
-    if payload is None:
+    delivery = await wait_for_submission(spec, "client", tool, tool_call_id, deadline)
+    if delivery is None:
         return timeout_result(tool_call_id, tool, timeout_sec)
-    if payload.get("kind") == "error":
-        return ToolResult.failure(tool_call_id, tool, "client-error", str(payload.get("error")))
-    return ToolResult.success(tool_call_id, tool, payload.get("result"))
+    if isinstance(delivery, ErrorDelivery):
+        return ToolResult.failure(tool_call_id, tool, "client-error", delivery.error)
+    if isinstance(delivery, ResultDelivery):
+        return ToolResult.success(tool_call_id, tool, delivery.result)
+    return _mismatch(tool_call_id, tool, delivery)
 
 
 async def run_approval_call(
     spec: RunSpec, call: ToolCallSpec, deadline: float, timeout_sec: float
 ) -> ToolResult:
-    payload = await wait_for_submission(
-        spec, "approval", call["tool"], call["tool_call_id"], deadline
-    )
-    if payload is None:
-        return timeout_result(call["tool_call_id"], call["tool"], timeout_sec)
-    if payload.get("kind") == "error":
+    cid, tool = call["tool_call_id"], call["tool"]
+    delivery = await wait_for_submission(spec, "approval", tool, cid, deadline)
+    if delivery is None:
+        return timeout_result(cid, tool, timeout_sec)
+    if isinstance(delivery, ErrorDelivery):
+        return ToolResult.failure(cid, tool, "client-error", delivery.error)
+    if not isinstance(delivery, ApprovalDelivery):
+        return _mismatch(cid, tool, delivery)
+    if not delivery.approved:
         return ToolResult.failure(
-            call["tool_call_id"], call["tool"], "client-error", str(payload.get("error"))
-        )
-    if not payload.get("approved"):
-        reason = payload.get("reason")
-        return ToolResult.failure(
-            call["tool_call_id"],
-            call["tool"],
+            cid,
+            tool,
             "approval-denied",
-            "A human denied this call" + (f": {reason}" if reason else "."),
+            "A human denied this call" + (f": {delivery.reason}" if delivery.reason else "."),
         )
-    out = await DBOS.run_step_async(
-        {"name": f"dbos_agents.tool.v1:{call['tool']}"}, tool_step, call
-    )
+    out = await DBOS.run_step_async({"name": f"dbos_agents.tool.v1:{tool}"}, tool_step, call)
     return ToolResult.model_validate(out)
 
 

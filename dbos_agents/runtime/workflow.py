@@ -25,15 +25,10 @@ from ..outcome import RunOutcome, RunSpec, RunStatus
 from ..results import ToolResult
 from .context import get_context
 from .crashpoints import crash_point
-from .ledger import LedgerCall, WaitSpec
-from .steps import ToolCallSpec, model_step, tool_step
-from .waits import (
-    RunInterrupted,
-    finish_sub_agent,
-    run_approval_call,
-    run_client_call,
-    start_sub_agent,
-)
+from .kinds import Planned, Turn, kind_of
+from .ledger import LedgerCall
+from .steps import model_step
+from .waits import RunInterrupted
 
 
 def _budget_left(agent: Agent, usage: Usage) -> bool:
@@ -53,6 +48,12 @@ def _unique_ids(calls: list[ToolCall], used: set[str], turn: int, namespace: str
         used.add(cid)
         out.append(c.model_copy(update={"id": cid}))
     return out
+
+
+def _ledger_kind(agent: Agent, call: ToolCall) -> str:
+    """The ledger's kind column; an unknown tool is recorded as a server call."""
+    known = call.name in agent.tools or call.name in agent.client_tools
+    return kind_of(agent, call).name if known or call.name in agent.sub_agents else "server"
 
 
 def _prevalidate(agent: Agent, call: ToolCall) -> ToolResult | dict[str, Any]:
@@ -87,93 +88,42 @@ def _prevalidate(agent: Agent, call: ToolCall) -> ToolResult | dict[str, Any]:
     return args
 
 
-def _call_spec(spec: RunSpec, agent: Agent, call: ToolCall, args: dict[str, Any]) -> ToolCallSpec:
-    return ToolCallSpec(
-        agent=agent.name,
-        session_id=spec["session_id"],
-        root_session_id=spec["root_session_id"],
-        user_id=spec["user_id"],
-        tenant_id=spec["tenant_id"],
-        tool_call_id=call.id,
-        tool=call.name,
-        arguments=args,
-        idempotency_key=idempotency_key(spec["session_id"], call.id),
-    )
-
-
 async def _run_tools(spec: RunSpec, agent: Agent, calls: list[ToolCall]) -> list[ToolResult]:
-    """Run one turn's calls. Server tools run concurrently on step ids reserved in call
-    order; waits and sub-agents run in one sequence beside them, so every step id is the
-    same on replay."""
+    """Run one turn's calls by kind (see ``kinds``): open waits and mark dispatched in one
+    transaction, run concurrent kinds on step ids reserved in call order and the others in
+    one sequence beside them, so every step id is the same on replay."""
     results: dict[str, ToolResult] = {}
-    server: list[ToolCallSpec] = []
-    waits: list[WaitSpec] = []
-    approvals: dict[str, ToolCallSpec] = {}
-    subs: list[ToolCall] = []
+    planned: list[Planned] = []
     for call in calls:
         checked = _prevalidate(agent, call)
         if isinstance(checked, ToolResult):
             results[call.id] = checked
-        elif call.name in agent.sub_agents:
-            subs.append(call)
-        elif call.name in agent.client_tools:
-            waits.append(_wait(agent, call, "client", agent.client_tools[call.name].output_schema))
-        elif agent.tools[call.name].requires_approval:
-            waits.append(_wait(agent, call, "approval", None))
-            approvals[call.id] = _call_spec(spec, agent, call, checked)
         else:
-            server.append(_call_spec(spec, agent, call, checked))
-    deadlines: dict[str, float] = {}
-    if waits:
+            planned.append(Planned(call, checked, kind_of(agent, call)))
+    waits = [w for p in planned if (w := p.kind.wait(agent, p.call)) is not None]
+    dispatched = [p.call.id for p in planned if p.kind.dispatched_on_open]
+    turn = Turn(spec, agent, {})
+    if waits or dispatched:
         owner = DBOS.workflow_id
         assert owner is not None
-        deadlines = await get_context().ledger.register_waits(spec, owner, waits)
-    # Reserve step ids in call order so a replay maps each call to the same checkpoint.
-    reservations = [DBOS.reserve_step() for _ in server]
+        turn.deadlines = await get_context().ledger.dispatch_waits(spec, owner, waits, dispatched)
+    concurrent = [p for p in planned if p.kind.concurrent]
+    in_sequence = [p for p in planned if not p.kind.concurrent]
+    reserved = [await p.kind.prepare(turn, p) for p in concurrent]
 
     async def sequence() -> list[ToolResult]:
-        out: list[ToolResult] = []
-        handles = [
-            (c, await start_sub_agent(spec, agent.sub_agents[c.name], c.id, c.arguments))
-            for c in subs
-        ]
-        for w in waits:
-            cid = w["tool_call_id"]
-            if cid in approvals:
-                out.append(
-                    await run_approval_call(spec, approvals[cid], deadlines[cid], w["timeout_sec"])
-                )
-            else:
-                out.append(
-                    await run_client_call(spec, w["tool"], cid, deadlines[cid], w["timeout_sec"])
-                )
-        for c, handle in handles:
-            out.append(await finish_sub_agent(handle, c.name, c.id))
-        return out
+        prepared = [await p.kind.prepare(turn, p) for p in in_sequence]
+        return [await p.kind.run(turn, p, x) for p, x in zip(in_sequence, prepared, strict=True)]
 
-    server_results, waited = await asyncio.gather(
+    side, waited = await asyncio.gather(
         asyncio.gather(
-            *(
-                r.run_async({"name": f"dbos_agents.tool.v1:{s['tool']}"}, tool_step, s)
-                for r, s in zip(reservations, server, strict=True)
-            )
+            *(p.kind.run(turn, p, r) for p, r in zip(concurrent, reserved, strict=True))
         ),
         sequence(),
     )
-    for res in [*(ToolResult.model_validate(o) for o in server_results), *waited]:
+    for res in [*side, *waited]:
         results[res.tool_call_id] = res
     return [results[c.id] for c in calls]
-
-
-def _wait(agent: Agent, call: ToolCall, kind: str, schema: dict[str, Any] | None) -> WaitSpec:
-    return WaitSpec(
-        tool_call_id=call.id,
-        kind=kind,
-        tool=call.name,
-        arguments=call.arguments,
-        timeout_sec=agent.wait_timeout(call.name).total_seconds(),
-        output_schema=schema,
-    )
 
 
 @DBOS.workflow(name=WORKFLOW_NAME)
@@ -226,8 +176,12 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
 async def _run_once(spec: RunSpec, agent: Agent) -> RunOutcome:
     """One run: the loop of turns caused by one user message."""
     ledger = get_context().ledger
-    raw = await ledger.begin_run(spec)
-    messages = [Message.model_validate(m) for m in raw]
+    begun = await ledger.begin_run(spec)
+    if not begun["began"]:  # interrupted (or overtaken) before it began: do nothing more
+        return RunOutcome(
+            session_id=spec["session_id"], run_seq=spec["run_seq"], status="interrupted"
+        )
+    messages = [Message.model_validate(m) for m in begun["messages"]]
     used_ids = {c.id for m in messages for c in m.tool_calls}
     prior_turns = sum(1 for m in messages if m.role == "assistant")
     tools = [ToolSpec(name=n, description=d, parameters=p) for n, d, p in agent.tool_specs()]
@@ -275,6 +229,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> RunOutcome:
             LedgerCall(
                 tool_call_id=c.id,
                 tool=c.name,
+                kind=_ledger_kind(agent, c),
                 arguments=c.arguments,
                 idempotency_key=idempotency_key(spec["session_id"], c.id),
                 safe_to_retry=c.name not in agent.tools or agent.tools[c.name].safe_to_retry,

@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from starlette.concurrency import run_in_threadpool
 
 from ..outcome import TERMINAL
-from ..store.queries import HistoryEntry
+from ..records import HistoryEntry
 from .schemas import StatusEvent
 
 S = "dbos_agents"

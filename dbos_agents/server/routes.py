@@ -10,15 +10,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import DbosAgentsError, InvalidRequestError, UnknownAgentError
-from ..store.submit import SubmitOutcome
+from ..records import SubmitOutcome
 from .auth import Access, Operation
 from .context import ServerContext
 from .errors import ERROR_RESPONSES
 from .events import StreamOptions, stream_events
 from .schemas import (
-    Approval,
-    ClientToolError,
-    ClientToolResult,
     CreateSession,
     Health,
     InterruptResult,
@@ -144,20 +141,9 @@ async def submit_tool_result(
     ctx, _ = await _authorize(request, "submit", session_id)
     client = ctx.agent_client()
     try:
-        outcome: SubmitOutcome
-        if isinstance(body, ClientToolResult):
-            outcome = await run_in_threadpool(
-                client.submit_tool_result, session_id, body.tool_call_id, result=body.result
-            )
-        elif isinstance(body, ClientToolError):
-            outcome = await run_in_threadpool(
-                client.submit_tool_result, session_id, body.tool_call_id, error=body.error
-            )
-        else:
-            assert isinstance(body, Approval)
-            outcome = await run_in_threadpool(
-                client.submit_approval, session_id, body.tool_call_id, body.approved, body.reason
-            )
+        outcome: SubmitOutcome = await run_in_threadpool(
+            client.deliver, session_id, body.tool_call_id, body.delivery()
+        )
     except DbosAgentsError as exc:
         ctx.metrics.submits.labels(body.kind, exc.code).inc()
         raise

@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool
 
+from ..delivery import ApprovalDelivery, Delivery, ErrorDelivery, ResultDelivery
 from ..outcome import SessionInfo, SessionStatus
-from ..store.queries import HistoryEntry
-from ..store.submit import PendingCall
+from ..records import HistoryEntry, PendingCall
 
 _Strict = ConfigDict(extra="forbid")
 
@@ -59,6 +59,9 @@ class ClientToolResult(BaseModel):
     tool_call_id: str = Field(min_length=1)
     result: JsonValue
 
+    def delivery(self) -> Delivery:
+        return ResultDelivery(result=self.result)
+
 
 class ClientToolError(BaseModel):
     """The client tool failed; the model reads ``error``. Not schema-validated."""
@@ -68,6 +71,9 @@ class ClientToolError(BaseModel):
     kind: Literal["client-tool-error"]
     tool_call_id: str = Field(min_length=1)
     error: str = Field(min_length=1)
+
+    def delivery(self) -> Delivery:
+        return ErrorDelivery(error=self.error)
 
 
 class Approval(BaseModel):
@@ -79,6 +85,9 @@ class Approval(BaseModel):
     tool_call_id: str = Field(min_length=1)
     approved: StrictBool
     reason: str | None = None
+
+    def delivery(self) -> Delivery:
+        return ApprovalDelivery(approved=self.approved, reason=self.reason)
 
 
 Submission = Annotated[ClientToolResult | ClientToolError | Approval, Field(discriminator="kind")]

@@ -13,7 +13,8 @@ from importlib import resources
 
 import sqlalchemy as sa
 
-SCHEMA = "dbos_agents"
+from .schema import SCHEMA as SCHEMA
+
 _LOCK_KEY = 0x64626F7361670001  # "dbosag" + 1: fits a signed bigint
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 

@@ -1,4 +1,4 @@
-"""Reads and out-of-workflow writes on the ``dbos_agents`` schema (sync SQLAlchemy).
+"""Reads and starting runs, for ``AgentRuntime`` and every out-of-worker caller.
 
 Used by ``AgentRuntime`` and every out-of-worker caller. Starting or continuing a session
 writes its row and enqueues the run's workflow in one transaction, so a caller that sees an
@@ -7,98 +7,29 @@ error knows nothing was started, and a caller that sees success knows the run is
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 import sqlalchemy as sa
 from dbos import DBOSClient
-from pydantic import BaseModel
 
 from ..errors import SessionBusyError, SessionNotFoundError
 from ..ids import INBOX_TOPIC, WORKFLOW_NAME, new_session_id, run_workflow_id
-from ..messages import Message, Usage
 from ..outcome import RunSpec, SessionInfo
+from ..records import HistoryEntry as HistoryEntry
+from ..records import ToolCallRecord as ToolCallRecord
+from . import calls, sessions, transcript
 
-S = "dbos_agents"
-BUSY = ("queued", "running")
-
-
-class HistoryEntry(Message):
-    """A stored transcript message with its position and time."""
-
-    seq: int
-    run_seq: int
-    created_at: datetime
-
-
-class ToolCallRecord(BaseModel):
-    """A row of the tool-call ledger."""
-
-    session_id: str
-    tool_call_id: str
-    run_seq: int
-    turn: int
-    tool: str
-    arguments: str
-    idempotency_key: str
-    safe_to_retry: bool
-    status: str
-    attempts: int
-    result: Any = None
-    error_kind: str | None = None
+BUSY = sessions.BUSY
 
 
 def get_session(engine: sa.Engine, session_id: str) -> SessionInfo | None:
-    with engine.connect() as conn:
-        r = conn.execute(
-            sa.text(f"SELECT * FROM {S}.sessions WHERE id = :s"), {"s": session_id}
-        ).first()
-    if r is None:
-        return None
-    return SessionInfo(
-        id=r.id,
-        root_session_id=r.root_session_id,
-        parent_session_id=r.parent_session_id,
-        agent=r.agent,
-        status=r.status,
-        user_id=r.user_id,
-        tenant_id=r.tenant_id,
-        run_seq=r.run_seq,
-        workflow_id=r.workflow_id,
-        turns=r.turns,
-        usage=Usage(
-            input_tokens=r.input_tokens, output_tokens=r.output_tokens, cost_usd=float(r.cost_usd)
-        ),
-        final_output=r.final_output,
-        error=r.error,
-        created_at=r.created_at,
-        updated_at=r.updated_at,
-    )
+    return sessions.get(engine, session_id)
 
 
 def history(engine: sa.Engine, session_id: str) -> list[HistoryEntry]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                f"SELECT seq, run_seq, role, content, tool_calls, tool_call_id, name, created_at"
-                f" FROM {S}.messages WHERE session_id = :s ORDER BY seq"
-            ),
-            {"s": session_id},
-        ).all()
-    return [HistoryEntry.model_validate(r._asdict()) for r in rows]
+    return transcript.history(engine, session_id)
 
 
 def tool_calls(engine: sa.Engine, session_id: str) -> list[ToolCallRecord]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                f"SELECT session_id, tool_call_id, run_seq, turn, tool, arguments, idempotency_key,"
-                f" safe_to_retry, status, attempts, result, error_kind FROM {S}.tool_calls"
-                " WHERE session_id = :s ORDER BY requested_at, tool_call_id"
-            ),
-            {"s": session_id},
-        ).all()
-    return [ToolCallRecord.model_validate(r._asdict()) for r in rows]
+    return calls.list_for_session(engine, session_id)
 
 
 def enqueue_run(
@@ -125,23 +56,10 @@ def enqueue_run(
     with engine.begin() as conn:
         if new_session:
             run_seq = 1
-            conn.execute(
-                sa.text(
-                    f"INSERT INTO {S}.sessions (id, root_session_id, agent, status, user_id,"
-                    " tenant_id, run_seq, workflow_id) VALUES (:s, :s, :a, 'queued', :u, :t, 1, :s)"
-                ),
-                {"s": session_id, "a": agent, "u": user_id, "t": tenant_id},
-            )
+            sessions.insert_queued(conn, session_id, agent, user_id, tenant_id)
             root, parent = session_id, None
         else:
-            row = conn.execute(
-                sa.text(
-                    f"SELECT status, run_seq, root_session_id, parent_session_id, agent, user_id,"
-                    f" tenant_id, inbox_open, workflow_id FROM {S}.sessions WHERE id = :s"
-                    " FOR UPDATE"
-                ),
-                {"s": session_id},
-            ).first()
+            row = sessions.lock(conn, session_id)
             if row is None:
                 raise SessionNotFoundError(session_id)
             if row.status in BUSY:
@@ -150,16 +68,8 @@ def enqueue_run(
             agent, user_id, tenant_id = row.agent, row.user_id, row.tenant_id
             root, parent = row.root_session_id, row.parent_session_id
             inbox_workflow = row.workflow_id if row.inbox_open else None
-            conn.execute(
-                sa.text(
-                    f"UPDATE {S}.sessions SET status = 'queued', run_seq = :r, workflow_id = :w,"
-                    " inbox_open = false, updated_at = now() WHERE id = :s"
-                ),
-                {
-                    "r": run_seq,
-                    "w": inbox_workflow or run_workflow_id(session_id, run_seq),
-                    "s": session_id,
-                },
+            sessions.requeue(
+                conn, session_id, run_seq, inbox_workflow or run_workflow_id(session_id, run_seq)
             )
         spec = RunSpec(
             session_id=session_id,

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from ..client import AgentClient
 from ..outcome import TERMINAL, SessionInfo
+from ..records import HistoryEntry, ToolCallRecord
 from ..runtime.crashpoints import CRASH_POINTS
 from ..runtime.crashpoints import ENV_VAR as CRASH_ENV
-from ..store.queries import HistoryEntry, ToolCallRecord
 from .witness import ENV_VAR as WITNESS_ENV
 
 

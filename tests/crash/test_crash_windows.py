@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dbos_agents.testing import CrashHarness, DrillResult, Witness
+from dbos_agents.testing import CRASH_POINTS, CrashHarness, DrillResult, Witness
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -33,17 +33,24 @@ WINDOWS: dict[str, tuple[int, dict[str, tuple[int, str]]]] = {
         1,
         {"charge": (0, "tool-durability-error"), "lookup": (1, "ok"), "refund": (1, "ok")},
     ),
-    # Handler ran, checkpoint lost: side-effecting -> durability error, never a second run;
-    # safe -> re-run (two reads); verify -> "it happened" -> its result, no second run.
+    # Handler returned, result row not committed: side-effecting -> durability error, never
+    # a second run; safe -> re-run (two reads); verify -> "it happened" -> its result.
     "after_handler": (
         1,
         {"charge": (1, "tool-durability-error"), "lookup": (2, "ok"), "refund": (1, "verified")},
     ),
+    # Result row committed, step checkpoint lost: the recorded result is returned, no re-run.
+    "after_tool_result": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
     # Tool output checkpointed: replayed and recorded, not re-run.
     "after_tool_steps": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
     # Write #2 committed: the loop just continues.
     "after_results": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
 }
+def test_the_window_table_covers_every_crash_point() -> None:
+    """A new crash point cannot escape the suite: it must get a row here."""
+    assert list(WINDOWS) == list(CRASH_POINTS)
+
+
 CASES = [(w, k) for w in WINDOWS for k in ("charge", "lookup", "refund")]
 
 

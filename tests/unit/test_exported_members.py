@@ -42,6 +42,7 @@ EXPECTED_ALL = {
     "DatabaseUnavailableError",
     "DbosAgentsError",
     "DefinitionError",
+    "InterruptFailedError",
     "InvalidRequestError",
     "InvalidResultError",
     "ModelError",
@@ -87,6 +88,7 @@ def test_errors_module_has_the_documented_classes() -> None:
     assert {cls.__name__ for cls in ERROR_CLASSES} == {
         "DbosAgentsError",
         "DefinitionError",
+        "InterruptFailedError",
         "ConfigurationError",
         "DatabaseUnavailableError",
         "UnknownAgentError",

@@ -1,0 +1,80 @@
+"""Public records that reads and submits return: plain pydantic models, no database types."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel
+
+from .delivery import WaitKind
+from .messages import JSONValue, Message
+
+SubmitStatus = Literal[
+    "accepted", "already_completed", "unknown_tool_call", "late_answer_after_timeout"
+]
+UnknownReason = Literal["no_session", "no_pending_call", "interrupted", "run_ended"]
+PendingKind = WaitKind
+
+
+class SubmitOutcome(BaseModel):
+    """What happened to a submit. Only ``accepted`` woke the waiting workflow."""
+
+    status: SubmitStatus
+    session_id: str
+    tool_call_id: str
+    reason: UnknownReason | None = None
+    """For ``unknown_tool_call``: ``no_session``, ``no_pending_call``, ``interrupted`` or
+    ``run_ended`` (the run that waited ended without reading an answer)."""
+
+
+class PendingCall(BaseModel):
+    """A pending (or, with ``include_resolved``, settled) client-tool call or approval."""
+
+    root_session_id: str
+    tool_call_id: str
+    owner_session_id: str
+    owner_workflow_id: str
+    kind: WaitKind
+    tool: str
+    arguments: JSONValue
+    deadline: datetime
+    output_schema: dict[str, JSONValue] | None
+    status: str
+    submitted_at: datetime | None
+    resolved_at: datetime | None
+    user_id: str | None
+    tenant_id: str | None
+    created_at: datetime
+
+
+class InterruptOutcome(BaseModel):
+    session_id: str
+    interrupted_sessions: list[str]
+    cancelled_calls: list[str]
+
+
+class HistoryEntry(Message):
+    """A stored transcript message with its position and time."""
+
+    seq: int
+    run_seq: int
+    created_at: datetime
+
+
+class ToolCallRecord(BaseModel):
+    """A row of the tool-call ledger."""
+
+    session_id: str
+    tool_call_id: str
+    run_seq: int
+    turn: int
+    tool: str
+    kind: str = "server"
+    arguments: str
+    idempotency_key: str
+    safe_to_retry: bool
+    status: str
+    attempts: int
+    result: JSONValue = None
+    error_kind: str | None = None

@@ -1,0 +1,174 @@
+"""One small interface per tool-call kind, so a new kind touches one place.
+
+The workflow classifies each call of a turn (``kind_of``), opens the waits the kinds ask
+for and marks dispatched the calls that may act elsewhere, all in one ledger transaction,
+then runs the calls: kinds with ``concurrent`` on step ids reserved in call order, the
+others in one sequence (``prepare`` for each in call order, then ``run`` for each), so
+every step id is the same on replay.
+
+| kind | pending row | dispatched when | runs as |
+|---|---|---|---|
+| server | - | its attempt begins (under the call's lock) | a tool step, concurrently |
+| client | ``client`` | the wait opens | ``recv`` on the call id |
+| approval | ``approval`` | the approved tool step begins | ``recv``, then a tool step |
+| subagent | - | the child is about to start | a child workflow |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from dbos import DBOS
+
+from ..agent import Agent
+from ..ids import idempotency_key
+from ..messages import ToolCall
+from ..outcome import RunSpec
+from ..results import ToolResult
+from ..store.calls import CallKind
+from .ledger import WaitSpec
+from .steps import ToolCallSpec, tool_step
+from .waits import finish_sub_agent, run_approval_call, run_client_call, start_sub_agent
+
+
+@dataclass
+class Turn:
+    """What every call of one turn shares."""
+
+    spec: RunSpec
+    agent: Agent
+    deadlines: dict[str, float]
+
+
+@dataclass
+class Planned:
+    call: ToolCall
+    args: dict[str, Any]
+    kind: Kind
+
+
+class Kind(Protocol):
+    name: ClassVar[CallKind]
+    concurrent: ClassVar[bool]
+    """Runs on a step id reserved in call order, beside the other calls of the turn."""
+    dispatched_on_open: ClassVar[bool]
+    """Marked ``dispatched`` when the turn's waits open (it may act outside the worker)."""
+
+    def wait(self, agent: Agent, call: ToolCall) -> WaitSpec | None:
+        """The pending row to open for this call, if it waits for someone."""
+        ...
+
+    async def prepare(self, turn: Turn, p: Planned) -> Any:
+        """Called in call order before any call of the sequence runs."""
+        ...
+
+    async def run(self, turn: Turn, p: Planned, prepared: Any) -> ToolResult: ...
+
+
+def call_spec(spec: RunSpec, agent: Agent, call: ToolCall, args: dict[str, Any]) -> ToolCallSpec:
+    return ToolCallSpec(
+        agent=agent.name,
+        session_id=spec["session_id"],
+        root_session_id=spec["root_session_id"],
+        user_id=spec["user_id"],
+        tenant_id=spec["tenant_id"],
+        tool_call_id=call.id,
+        tool=call.name,
+        arguments=args,
+        idempotency_key=idempotency_key(spec["session_id"], call.id),
+    )
+
+
+def _wait(agent: Agent, call: ToolCall, kind: str, schema: dict[str, Any] | None) -> WaitSpec:
+    return WaitSpec(
+        tool_call_id=call.id,
+        kind=kind,
+        tool=call.name,
+        arguments=call.arguments,
+        timeout_sec=agent.wait_timeout(call.name).total_seconds(),
+        output_schema=schema,
+    )
+
+
+class ServerKind:
+    name: ClassVar[CallKind] = "server"
+    concurrent: ClassVar[bool] = True
+    dispatched_on_open: ClassVar[bool] = False
+
+    def wait(self, agent: Agent, call: ToolCall) -> WaitSpec | None:
+        return None
+
+    async def prepare(self, turn: Turn, p: Planned) -> Any:
+        return DBOS.reserve_step()
+
+    async def run(self, turn: Turn, p: Planned, prepared: Any) -> ToolResult:
+        out = await prepared.run_async(
+            {"name": f"dbos_agents.tool.v1:{p.call.name}"},
+            tool_step,
+            call_spec(turn.spec, turn.agent, p.call, p.args),
+        )
+        return ToolResult.model_validate(out)
+
+
+class ClientKind:
+    name: ClassVar[CallKind] = "client"
+    concurrent: ClassVar[bool] = False
+    dispatched_on_open: ClassVar[bool] = True
+
+    def wait(self, agent: Agent, call: ToolCall) -> WaitSpec | None:
+        return _wait(agent, call, "client", agent.client_tools[call.name].output_schema)
+
+    async def prepare(self, turn: Turn, p: Planned) -> Any:
+        return None
+
+    async def run(self, turn: Turn, p: Planned, prepared: Any) -> ToolResult:
+        timeout = turn.agent.wait_timeout(p.call.name).total_seconds()
+        return await run_client_call(
+            turn.spec, p.call.name, p.call.id, turn.deadlines[p.call.id], timeout
+        )
+
+
+class ApprovalKind:
+    name: ClassVar[CallKind] = "approval"
+    concurrent: ClassVar[bool] = False
+    dispatched_on_open: ClassVar[bool] = False
+
+    def wait(self, agent: Agent, call: ToolCall) -> WaitSpec | None:
+        return _wait(agent, call, "approval", None)
+
+    async def prepare(self, turn: Turn, p: Planned) -> Any:
+        return None
+
+    async def run(self, turn: Turn, p: Planned, prepared: Any) -> ToolResult:
+        timeout = turn.agent.wait_timeout(p.call.name).total_seconds()
+        spec = call_spec(turn.spec, turn.agent, p.call, p.args)
+        return await run_approval_call(turn.spec, spec, turn.deadlines[p.call.id], timeout)
+
+
+class SubAgentKind:
+    name: ClassVar[CallKind] = "subagent"
+    concurrent: ClassVar[bool] = False
+    dispatched_on_open: ClassVar[bool] = True
+
+    def wait(self, agent: Agent, call: ToolCall) -> WaitSpec | None:
+        return None
+
+    async def prepare(self, turn: Turn, p: Planned) -> Any:
+        sub = turn.agent.sub_agents[p.call.name]
+        return await start_sub_agent(turn.spec, sub, p.call.id, p.call.arguments)
+
+    async def run(self, turn: Turn, p: Planned, prepared: Any) -> ToolResult:
+        return await finish_sub_agent(prepared, p.call.name, p.call.id)
+
+
+SERVER, CLIENT, APPROVAL, SUBAGENT = ServerKind(), ClientKind(), ApprovalKind(), SubAgentKind()
+
+
+def kind_of(agent: Agent, call: ToolCall) -> Kind:
+    """The kind of a call whose tool exists (checked before)."""
+    if call.name in agent.sub_agents:
+        return SUBAGENT
+    if call.name in agent.client_tools:
+        return CLIENT
+    return APPROVAL if agent.tools[call.name].requires_approval else SERVER

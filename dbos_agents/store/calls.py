@@ -1,0 +1,300 @@
+"""The tool-call ledger (``tool_calls``): the one module that writes it.
+
+A call's status only moves forward:
+
+    requested ──▶ dispatched ──▶ completed | failed
+        └──────────────────────────▲  (checked before dispatch, or closed after an interrupt)
+
+``dispatched`` means "may have run": a server tool's attempt marked it before its handler,
+a client tool's wait was registered (the browser may have acted), a sub-agent was started.
+An approval-gated call stays ``requested`` while it waits for the human.
+
+A server tool's attempt (``attempt``) holds a Postgres advisory lock keyed on the call, on
+a connection of its own, from the dispatch mark until its result row is committed. A
+re-execution of the same call (after a crash, a recovery or an adoption) must take that
+lock first, so ``verify`` never runs while an earlier attempt may still be running. The
+result row is committed before the step returns: a crash after that replays the recorded
+result instead of declaring the outcome unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+
+from ..records import ToolCallRecord
+from .schema import SCHEMA as S
+
+log = logging.getLogger("dbos_agents")
+CallKind = Literal["server", "client", "approval", "subagent"]
+T = TypeVar("T")
+_RETRY_MAX_SEC = 2.0
+
+
+def lock_key(session_id: str, tool_call_id: str) -> int:
+    """A signed 64-bit advisory-lock key for one tool call."""
+    digest = hashlib.sha256(f"{session_id}\x00{tool_call_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A lost connection or a server going away: worth retrying once it is back."""
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError, OSError))
+
+
+async def retry_transient(what: str, fn: Callable[[], Awaitable[T]]) -> T:
+    """Run ``fn`` until it succeeds or fails for a reason other than the database being
+    away; the backoff is capped so a write lands soon after Postgres returns."""
+    delay = 0.05
+    while True:
+        try:
+            return await fn()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning(
+                f"{what}: database unavailable, retrying",
+                extra={"event": "db_retry", "what": what, "error": str(exc)[:300]},
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX_SEC)
+
+
+async def _exec(db: AsyncSession | AsyncConnection, sql: str, **params: Any) -> sa.Result[Any]:
+    return await db.execute(sa.text(sql), params)
+
+
+# --- writes inside the workflow's ledger transactions ---------------------------------------
+
+
+async def insert_requested(
+    db: AsyncSession,
+    session_id: str,
+    run_seq: int,
+    turn: int,
+    calls: list[dict[str, Any]],
+) -> None:
+    """Write #1: one ``requested`` row per call the model made."""
+    for c in calls:
+        await _exec(
+            db,
+            f"INSERT INTO {S}.tool_calls (session_id, tool_call_id, run_seq, turn, tool,"
+            " arguments, idempotency_key, safe_to_retry, kind, status) VALUES (:s, :id, :run,"
+            " :turn, :tool, :args, :key, :safe, :kind, 'requested')",
+            s=session_id,
+            id=c["tool_call_id"],
+            run=run_seq,
+            turn=turn,
+            tool=c["tool"],
+            args=c["arguments"],
+            key=c["idempotency_key"],
+            safe=c["safe_to_retry"],
+            kind=c["kind"],
+        )
+
+
+async def mark_dispatched(db: AsyncSession, session_id: str, tool_call_ids: list[str]) -> None:
+    """Client-tool waits registered and sub-agents about to start: they may now act."""
+    if tool_call_ids:
+        await _exec(
+            db,
+            f"UPDATE {S}.tool_calls SET status = 'dispatched', attempts = attempts + 1,"
+            " dispatched_at = now() WHERE session_id = :s AND tool_call_id = ANY(:ids)"
+            " AND status = 'requested'",
+            s=session_id,
+            ids=tool_call_ids,
+        )
+
+
+async def settle(db: AsyncSession, session_id: str, result: dict[str, Any]) -> None:
+    """Write #2: the result the model will read (a result row the attempt already wrote is
+    kept: it is the same result)."""
+    err = result.get("error") or {}
+    await _exec(
+        db,
+        f"UPDATE {S}.tool_calls SET status = :st, result = coalesce(result, CAST(:res AS jsonb)),"
+        " error_kind = coalesce(error_kind, :kind), completed_at = coalesce(completed_at, now())"
+        " WHERE session_id = :s AND tool_call_id = :id",
+        st="completed" if result["ok"] else "failed",
+        res=json.dumps(result),
+        kind=err.get("kind"),
+        s=session_id,
+        id=result["tool_call_id"],
+    )
+
+
+async def unanswered(db: AsyncSession, session_id: str) -> list[sa.Row[Any]]:
+    """Calls of earlier runs that never got a result (their run was interrupted)."""
+    rows = await _exec(
+        db,
+        f"SELECT tool_call_id, tool, kind, status FROM {S}.tool_calls WHERE session_id = :s"
+        " AND status IN ('requested', 'dispatched') ORDER BY turn, tool_call_id",
+        s=session_id,
+    )
+    return list(rows.all())
+
+
+# --- a server tool's attempt: lock, dispatch mark, result row --------------------------------
+
+
+@dataclass
+class Attempt:
+    """One execution of a server tool's step for one call."""
+
+    number: int
+    prior_status: str
+    """The status before this attempt: anything but ``requested`` means "may have run"."""
+    recorded: dict[str, Any] | None
+    """The result an earlier attempt committed, if any: return it, run nothing."""
+    _record: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+    async def record(self, result: dict[str, Any]) -> dict[str, Any]:
+        """Commit the result row (retrying while the database is away); returns the
+        recorded result, which is an earlier writer's if one got there first."""
+        return await self._record(result)
+
+
+_MARK = f"""
+WITH old AS (
+    SELECT status, result, attempt_token FROM {S}.tool_calls
+    WHERE session_id = :s AND tool_call_id = :id FOR UPDATE
+)
+UPDATE {S}.tool_calls t SET
+    status = CASE WHEN old.status = 'requested' THEN 'dispatched' ELSE old.status END,
+    attempts = CASE WHEN old.attempt_token IS DISTINCT FROM :tok THEN t.attempts + 1
+               ELSE t.attempts END,
+    prior_status = CASE WHEN old.attempt_token IS DISTINCT FROM :tok THEN old.status
+                   ELSE t.prior_status END,
+    attempt_token = :tok,
+    dispatched_at = coalesce(t.dispatched_at, now())
+FROM old WHERE t.session_id = :s AND t.tool_call_id = :id
+RETURNING t.prior_status, t.result, t.attempts
+"""
+_RECORD = f"""
+UPDATE {S}.tool_calls SET status = :st, result = CAST(:res AS jsonb), error_kind = :kind,
+    completed_at = now()
+WHERE session_id = :s AND tool_call_id = :id AND result IS NULL
+"""
+
+
+@asynccontextmanager
+async def attempt(
+    engine: AsyncEngine, session_id: str, tool_call_id: str, token: str, *, exclusive: bool
+) -> AsyncIterator[Attempt]:
+    """Begin an attempt (see the module doc). ``exclusive`` (side-effecting tools) holds the
+    call's advisory lock until the attempt ends; ``token`` is unique per step execution,
+    so a retried dispatch mark of the same execution is not mistaken for an earlier one."""
+    key = lock_key(session_id, tool_call_id)
+    conn: AsyncConnection | None = None
+
+    async def connect() -> AsyncConnection:
+        nonlocal conn
+        if conn is not None:
+            await conn.invalidate()
+            await conn.close()
+        conn = await engine.connect()
+        if exclusive:
+            got = (await _exec(conn, "SELECT pg_try_advisory_lock(:k)", k=key)).scalar_one()
+            if not got:
+                log.warning(
+                    "an earlier attempt of this tool call may still be running: waiting for it",
+                    extra={"event": "tool_attempt_wait", "tool_call_id": tool_call_id},
+                )
+                await _exec(conn, "SELECT pg_advisory_lock(:k)", k=key)
+            await conn.commit()
+        return conn
+
+    async def mark() -> sa.Row[Any]:
+        c = await connect()
+        row = (await _exec(c, _MARK, s=session_id, id=tool_call_id, tok=token)).first()
+        await c.commit()
+        if row is None:
+            raise LookupError(f"no ledger row for tool call {tool_call_id!r}")
+        return row
+
+    async def record(result: dict[str, Any]) -> dict[str, Any]:
+        healthy = True
+
+        async def write() -> dict[str, Any]:
+            nonlocal healthy
+            c = conn if conn is not None and healthy else await connect()
+            healthy = True
+            err = result.get("error") or {}
+            try:
+                await _exec(
+                    c,
+                    _RECORD,
+                    st="completed" if result["ok"] else "failed",
+                    res=json.dumps(result),
+                    kind=err.get("kind"),
+                    s=session_id,
+                    id=tool_call_id,
+                )
+                stored = (
+                    await _exec(
+                        c,
+                        f"SELECT result FROM {S}.tool_calls WHERE session_id = :s"
+                        " AND tool_call_id = :id",
+                        s=session_id,
+                        id=tool_call_id,
+                    )
+                ).scalar_one()
+                await c.commit()
+            except Exception:
+                healthy = False  # reconnect (and re-lock) before the next try
+                raise
+            return dict(stored)
+
+        return await retry_transient("record tool result", write)
+
+    try:
+        row = await retry_transient("dispatch mark", mark)
+        yield Attempt(
+            number=int(row.attempts),
+            prior_status=str(row.prior_status),
+            recorded=dict(row.result) if row.result is not None else None,
+            _record=record,
+        )
+    finally:
+        await _release(conn, key if exclusive else None)
+
+
+async def _release(conn: AsyncConnection | None, key: int | None) -> None:
+    """Unlock and return the connection; a broken one is discarded (its lock died with it)."""
+    if conn is None:
+        return
+    try:
+        if key is not None and not conn.invalidated:
+            await _exec(conn, "SELECT pg_advisory_unlock(:k)", k=key)
+            await conn.commit()
+    except Exception:
+        await conn.invalidate()
+    finally:
+        await conn.close()
+
+
+# --- reads --------------------------------------------------------------------------------
+
+
+def list_for_session(engine: sa.Engine, session_id: str) -> list[ToolCallRecord]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                f"SELECT session_id, tool_call_id, run_seq, turn, tool, kind, arguments,"
+                f" idempotency_key, safe_to_retry, status, attempts, result, error_kind"
+                f" FROM {S}.tool_calls WHERE session_id = :s ORDER BY requested_at, tool_call_id"
+            ),
+            {"s": session_id},
+        ).all()
+    return [ToolCallRecord.model_validate(r._asdict()) for r in rows]

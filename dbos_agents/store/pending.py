@@ -1,0 +1,243 @@
+"""Pending calls (``pending_calls``): the one module that writes them.
+
+A client-tool call or an approval waits on a row keyed by (root session id, tool call id):
+
+    waiting ──▶ submitted ──▶ resolved            (a submit, then write #2)
+       │            └───────▶ cancelled | closed
+       ├──▶ timed_out                             (the deadline passed; a late answer is kept)
+       ├──▶ cancelled                             (interrupt)
+       └──▶ closed                                (the run ended without reading it)
+
+Settled rows stay as tombstones for the retention window, so a duplicate submit still
+answers ``already_completed``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..records import PendingCall, PendingKind
+from .schema import SCHEMA as S
+
+OPEN = ("waiting", "submitted")
+
+
+# --- inside the workflow (datasource transactions) -------------------------------------------
+
+
+async def register(
+    db: AsyncSession,
+    *,
+    root_session_id: str,
+    tool_call_id: str,
+    owner_session_id: str,
+    owner_workflow_id: str,
+    kind: str,
+    tool: str,
+    arguments: str,
+    timeout_sec: float,
+    output_schema: dict[str, Any] | None,
+    user_id: str | None,
+    tenant_id: str | None,
+) -> float:
+    """Open a wait; returns its absolute deadline (epoch seconds), fixed here once."""
+    r = await db.execute(
+        sa.text(
+            f"INSERT INTO {S}.pending_calls (root_session_id, tool_call_id, owner_session_id,"
+            " owner_workflow_id, kind, tool, arguments, deadline, output_schema, status,"
+            " user_id, tenant_id) VALUES (:root, :id, :owner, :wf, :kind, :tool, :args,"
+            " now() + make_interval(secs => :timeout), CAST(:schema AS jsonb), 'waiting',"
+            " :u, :t) RETURNING extract(epoch FROM deadline)"
+        ),
+        {
+            "root": root_session_id,
+            "id": tool_call_id,
+            "owner": owner_session_id,
+            "wf": owner_workflow_id,
+            "kind": kind,
+            "tool": tool,
+            "args": arguments,
+            "timeout": timeout_sec,
+            "schema": json.dumps(output_schema),
+            "u": user_id,
+            "t": tenant_id,
+        },
+    )
+    return float(r.scalar_one())
+
+
+async def settle_timeout(db: AsyncSession, root_session_id: str, tool_call_id: str) -> str:
+    """At the deadline: ``timed_out`` unless a submit or an interrupt won the race; returns
+    the status the row is left in."""
+    r = await db.execute(
+        sa.text(
+            f"UPDATE {S}.pending_calls SET status = CASE WHEN status = 'waiting'"
+            " THEN 'timed_out' ELSE status END, resolved_at = CASE WHEN status = 'waiting'"
+            " THEN now() ELSE resolved_at END WHERE root_session_id = :r"
+            " AND tool_call_id = :id RETURNING status"
+        ),
+        {"r": root_session_id, "id": tool_call_id},
+    )
+    return str(r.scalar_one())
+
+
+async def resolve(db: AsyncSession, root_session_id: str, tool_call_id: str) -> None:
+    """Write #2 recorded the call's result: the wait is over."""
+    await db.execute(
+        sa.text(
+            f"UPDATE {S}.pending_calls SET status = 'resolved', resolved_at = now()"
+            " WHERE root_session_id = :r AND tool_call_id = :id AND status IN ('waiting',"
+            " 'submitted')"
+        ),
+        {"r": root_session_id, "id": tool_call_id},
+    )
+
+
+async def close_open(db: AsyncSession, owner_session_id: str, reason: str) -> int:
+    """The run that owns these waits ended: nobody will read them any more."""
+    r = await db.execute(
+        sa.text(
+            f"UPDATE {S}.pending_calls SET status = 'closed', close_reason = :why,"
+            " resolved_at = now() WHERE owner_session_id = :s AND status IN ('waiting',"
+            " 'submitted') RETURNING tool_call_id"
+        ),
+        {"s": owner_session_id, "why": reason},
+    )
+    return len(r.all())
+
+
+async def take_late_answers(db: AsyncSession, owner_session_id: str) -> list[sa.Row[Any]]:
+    """Late answers not yet shown to the model, marked shown (one notice each)."""
+    r = await db.execute(
+        sa.text(
+            f"UPDATE {S}.pending_calls SET late_noticed = true WHERE owner_session_id = :s"
+            " AND late_submission IS NOT NULL AND NOT late_noticed"
+            " RETURNING tool_call_id, tool, late_submission"
+        ),
+        {"s": owner_session_id},
+    )
+    return sorted(r.all(), key=lambda row: row.tool_call_id)
+
+
+# --- the submit path and interrupts (caller-owned sync transactions) -------------------------
+
+
+def lock_for_submit(conn: sa.Connection, root_session_id: str, tool_call_id: str) -> Any:
+    """The row a submit decides on, locked; ``None`` when there is no such wait."""
+    return conn.execute(
+        sa.text(
+            f"SELECT kind, status, owner_workflow_id, output_schema FROM {S}.pending_calls"
+            " WHERE root_session_id = :s AND tool_call_id = :id FOR UPDATE"
+        ),
+        {"s": root_session_id, "id": tool_call_id},
+    ).first()
+
+
+def mark_submitted(
+    conn: sa.Connection, root_session_id: str, tool_call_id: str, payload: dict[str, Any]
+) -> None:
+    conn.execute(
+        sa.text(
+            f"UPDATE {S}.pending_calls SET status = 'submitted', submission = CAST(:p AS jsonb),"
+            " submitted_at = now() WHERE root_session_id = :s AND tool_call_id = :id"
+        ),
+        {"p": json.dumps(payload), "s": root_session_id, "id": tool_call_id},
+    )
+
+
+def store_late_answer(
+    conn: sa.Connection, root_session_id: str, tool_call_id: str, payload: dict[str, Any]
+) -> None:
+    """Keep the first late answer, for audit and for one notice to the model."""
+    conn.execute(
+        sa.text(
+            f"UPDATE {S}.pending_calls SET late_submission = CAST(:p AS jsonb), late_at = now()"
+            " WHERE root_session_id = :s AND tool_call_id = :id AND late_submission IS NULL"
+        ),
+        {"p": json.dumps(payload), "s": root_session_id, "id": tool_call_id},
+    )
+
+
+def close_one(conn: sa.Connection, root_session_id: str, tool_call_id: str, reason: str) -> None:
+    """A submit found the owning run already ended: close the wait it left open."""
+    conn.execute(
+        sa.text(
+            f"UPDATE {S}.pending_calls SET status = 'closed', close_reason = :why,"
+            " resolved_at = now() WHERE root_session_id = :s AND tool_call_id = :id"
+            " AND status IN ('waiting', 'submitted')"
+        ),
+        {"s": root_session_id, "id": tool_call_id, "why": reason},
+    )
+
+
+def cancel_tree(conn: sa.Connection, root_session_id: str) -> list[sa.Row[Any]]:
+    """Interrupt: cancel every open wait under the root; returns (owner workflow, call)."""
+    return list(
+        conn.execute(
+            sa.text(
+                f"UPDATE {S}.pending_calls SET status = 'cancelled', resolved_at = now()"
+                " WHERE root_session_id = :r AND status IN ('waiting', 'submitted')"
+                " RETURNING owner_workflow_id, tool_call_id"
+            ),
+            {"r": root_session_id},
+        ).all()
+    )
+
+
+def reap(engine: sa.Engine, retention_seconds: float) -> int:
+    """Delete settled rows older than the retention window; returns how many."""
+    with engine.begin() as conn:
+        r = conn.execute(
+            sa.text(
+                f"DELETE FROM {S}.pending_calls WHERE resolved_at IS NOT NULL"
+                " AND resolved_at < now() - make_interval(secs => :s)"
+                " AND status IN ('resolved', 'timed_out', 'cancelled', 'closed')"
+            ),
+            {"s": retention_seconds},
+        )
+        return r.rowcount or 0
+
+
+def list_pending(
+    engine: sa.Engine,
+    *,
+    session_id: str | None = None,
+    tenant_id: str | None = None,
+    user_id: str | None = None,
+    kind: PendingKind | None = None,
+    include_resolved: bool = False,
+    limit: int = 100,
+) -> list[PendingCall]:
+    """Open waits (earliest deadline first), filtered; ``session_id`` is a root session id."""
+    where = [] if include_resolved else ["status IN ('waiting', 'submitted')"]
+    params: dict[str, Any] = {"limit": limit}
+    for col, val in (
+        ("root_session_id", session_id),
+        ("tenant_id", tenant_id),
+        ("user_id", user_id),
+        ("kind", kind),
+    ):
+        if val is not None:
+            where.append(f"{col} = :{col}")
+            params[col] = val
+    sql = (
+        f"SELECT root_session_id, tool_call_id, owner_session_id, owner_workflow_id, kind, tool,"
+        f" arguments, deadline, output_schema, status, submitted_at, resolved_at, user_id,"
+        f" tenant_id, created_at FROM {S}.pending_calls"
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + " ORDER BY deadline, tool_call_id LIMIT :limit"
+    )
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(sql), params).all()
+    out = []
+    for r in rows:
+        d = r._asdict()
+        with contextlib.suppress(ValueError):
+            d["arguments"] = json.loads(d["arguments"])
+        out.append(PendingCall.model_validate(d))
+    return out

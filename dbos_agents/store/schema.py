@@ -1,0 +1,5 @@
+"""The name of our Postgres schema, defined once for every store module."""
+
+from typing import Final
+
+SCHEMA: Final = "dbos_agents"

@@ -1,0 +1,220 @@
+"""Sessions (``sessions``): the one module that writes them.
+
+A run is fenced by its ``run_seq`` on the session row: begin, finish and interrupt all
+serialize on the row, so a stale run (cancelled, or overtaken by a follow-up) can never
+write over a newer one.
+
+    (new) ──▶ queued ──▶ running ──▶ completed | max_turns | budget_exhausted | failed
+                 │           └──────▶ interrupted
+                 └──────────────────▶ interrupted
+    any terminal status ──▶ queued    (a follow-up message: run_seq + 1)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..messages import Usage
+from ..outcome import RunSpec, SessionInfo
+from .schema import SCHEMA as S
+
+BUSY = ("queued", "running")
+
+
+# --- out of the workflow: starting runs, interrupts, reads -----------------------------------
+
+
+def insert_queued(
+    conn: sa.Connection, session_id: str, agent: str, user_id: str | None, tenant_id: str | None
+) -> None:
+    conn.execute(
+        sa.text(
+            f"INSERT INTO {S}.sessions (id, root_session_id, agent, status, user_id, tenant_id,"
+            " run_seq, workflow_id) VALUES (:s, :s, :a, 'queued', :u, :t, 1, :s)"
+        ),
+        {"s": session_id, "a": agent, "u": user_id, "t": tenant_id},
+    )
+
+
+def lock(conn: sa.Connection, session_id: str) -> Any:
+    """The session row, locked until the caller's transaction ends; ``None`` if absent."""
+    return conn.execute(
+        sa.text(
+            f"SELECT status, run_seq, root_session_id, parent_session_id, agent, user_id,"
+            f" tenant_id, inbox_open, workflow_id FROM {S}.sessions WHERE id = :s FOR UPDATE"
+        ),
+        {"s": session_id},
+    ).first()
+
+
+def requeue(conn: sa.Connection, session_id: str, run_seq: int, workflow_id: str) -> None:
+    """A follow-up message: the next run is queued (the caller holds the row lock)."""
+    conn.execute(
+        sa.text(
+            f"UPDATE {S}.sessions SET status = 'queued', run_seq = :r, workflow_id = :w,"
+            " inbox_open = false, updated_at = now() WHERE id = :s"
+        ),
+        {"r": run_seq, "w": workflow_id, "s": session_id},
+    )
+
+
+def root_of(conn: sa.Connection, session_id: str) -> str | None:
+    r = conn.execute(
+        sa.text(f"SELECT root_session_id FROM {S}.sessions WHERE id = :s"), {"s": session_id}
+    ).first()
+    return None if r is None else str(r.root_session_id)
+
+
+def interrupt_tree(conn: sa.Connection, root_session_id: str) -> list[sa.Row[Any]]:
+    """Lock the whole tree, mark its busy sessions interrupted; returns (id, workflow_id)."""
+    conn.execute(
+        sa.text(f"SELECT id FROM {S}.sessions WHERE root_session_id = :r ORDER BY id FOR UPDATE"),
+        {"r": root_session_id},
+    )
+    return list(
+        conn.execute(
+            sa.text(
+                f"UPDATE {S}.sessions SET status = 'interrupted', inbox_open = false,"
+                " updated_at = now() WHERE root_session_id = :r"
+                " AND status IN ('queued', 'running') RETURNING id, workflow_id"
+            ),
+            {"r": root_session_id},
+        ).all()
+    )
+
+
+def get(engine: sa.Engine, session_id: str) -> SessionInfo | None:
+    with engine.connect() as conn:
+        r = conn.execute(
+            sa.text(f"SELECT * FROM {S}.sessions WHERE id = :s"), {"s": session_id}
+        ).first()
+    if r is None:
+        return None
+    return SessionInfo(
+        id=r.id,
+        root_session_id=r.root_session_id,
+        parent_session_id=r.parent_session_id,
+        agent=r.agent,
+        status=r.status,
+        user_id=r.user_id,
+        tenant_id=r.tenant_id,
+        run_seq=r.run_seq,
+        workflow_id=r.workflow_id,
+        turns=r.turns,
+        usage=Usage(
+            input_tokens=r.input_tokens, output_tokens=r.output_tokens, cost_usd=float(r.cost_usd)
+        ),
+        final_output=r.final_output,
+        error=r.error,
+        created_at=r.created_at,
+        updated_at=r.updated_at,
+    )
+
+
+# --- inside the workflow (datasource transactions) -------------------------------------------
+
+
+async def begin(db: AsyncSession, spec: RunSpec, workflow_id: str) -> bool:
+    """Mark the run ``running`` (a sub-agent's row is created here). False when the run is
+    fenced off: the session was interrupted, or a newer run owns it."""
+    r = await db.execute(
+        sa.text(
+            f"INSERT INTO {S}.sessions AS cur (id, root_session_id, parent_session_id, agent,"
+            " status, user_id, tenant_id, run_seq, workflow_id) VALUES (:id, :root, :parent,"
+            " :agent, 'running', :u, :t, :run, :wf) ON CONFLICT (id) DO UPDATE SET"
+            " status = 'running', workflow_id = excluded.workflow_id, error = NULL,"
+            " final_output = NULL, updated_at = now() WHERE cur.run_seq = excluded.run_seq"
+            " AND cur.status IN ('queued', 'running') RETURNING id"
+        ),
+        {
+            "id": spec["session_id"],
+            "root": spec["root_session_id"],
+            "parent": spec["parent_session_id"],
+            "agent": spec["agent"],
+            "u": spec["user_id"],
+            "t": spec["tenant_id"],
+            "run": spec["run_seq"],
+            "wf": workflow_id,
+        },
+    )
+    began = r.first() is not None
+    if began and spec["parent_session_id"] is not None:
+        parent = await db.execute(
+            sa.text(f"SELECT status FROM {S}.sessions WHERE id = :p"),
+            {"p": spec["parent_session_id"]},
+        )
+        if parent.scalar_one_or_none() == "interrupted":  # the tree was interrupted meanwhile
+            await db.execute(
+                sa.text(f"UPDATE {S}.sessions SET status = 'interrupted' WHERE id = :s"),
+                {"s": spec["session_id"]},
+            )
+            return False
+    return began
+
+
+async def lock_in_run(db: AsyncSession, session_id: str) -> None:
+    """Serialize the run's writes on the row (message sequence numbers)."""
+    await db.execute(
+        sa.text(f"SELECT 1 FROM {S}.sessions WHERE id = :s FOR UPDATE"), {"s": session_id}
+    )
+
+
+async def add_usage(db: AsyncSession, session_id: str, usage: Usage) -> None:
+    await db.execute(
+        sa.text(
+            f"UPDATE {S}.sessions SET turns = turns + 1, input_tokens = input_tokens + :i,"
+            " output_tokens = output_tokens + :o, cost_usd = cost_usd + :c, updated_at = now()"
+            " WHERE id = :s"
+        ),
+        {"s": session_id, "i": usage.input_tokens, "o": usage.output_tokens, "c": usage.cost_usd},
+    )
+
+
+async def touch(db: AsyncSession, session_id: str) -> None:
+    await db.execute(
+        sa.text(f"UPDATE {S}.sessions SET updated_at = now() WHERE id = :s"), {"s": session_id}
+    )
+
+
+async def finish(
+    db: AsyncSession,
+    spec: RunSpec,
+    status: str,
+    output: str | None,
+    error: str | None,
+    open_inbox: bool,
+) -> bool:
+    """Record how the run ended, only while this run still owns the row (same ``run_seq``,
+    not interrupted); False when fenced off."""
+    r = await db.execute(
+        sa.text(
+            f"UPDATE {S}.sessions SET status = :st, final_output = :out, error = :err,"
+            " inbox_open = :inbox, updated_at = now() WHERE id = :s AND run_seq = :run"
+            " AND status IN ('queued', 'running') RETURNING id"
+        ),
+        {
+            "st": status,
+            "out": output,
+            "err": error,
+            "inbox": open_inbox,
+            "s": spec["session_id"],
+            "run": spec["run_seq"],
+        },
+    )
+    return r.first() is not None
+
+
+async def close_inbox(db: AsyncSession, session_id: str, run_seq: int) -> bool:
+    """At the idle TTL: close the inbox unless a message was sent meanwhile (the sender
+    bumped ``run_seq`` under the same row lock); True when the workflow may end."""
+    r = await db.execute(
+        sa.text(
+            f"UPDATE {S}.sessions SET inbox_open = false, updated_at = now() WHERE id = :s"
+            " AND run_seq = :r RETURNING id"
+        ),
+        {"s": session_id, "r": run_seq},
+    )
+    return r.first() is not None
