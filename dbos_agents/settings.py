@@ -19,6 +19,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from .errors import ConfigurationError
+
 CONFIG_ENV = "DBOS_AGENTS_CONFIG"
 DEFAULT_CONFIG = Path("config") / "dbos-agents.toml"
 
@@ -98,8 +100,43 @@ class Settings(BaseSettings):
     reap_interval_sec: float = 600.0
     """How often a worker deletes expired tombstones."""
     heartbeat_interval_sec: float = 5.0
+    """How often a worker bumps its row (from a thread of its own) and watches its peers."""
     stale_after_sec: float = 30.0
-    """A worker silent this long is adopted: a live worker recovers its PENDING sessions."""
-    shutdown_grace_sec: int = 10
-    """On SIGTERM: how long running workflows get to reach a checkpoint before exit."""
+    """A peer whose heartbeat did not move for this long, watched by a worker that stayed
+    connected all that time, is dead: that worker adopts its PENDING sessions."""
+    shutdown_grace_sec: float = 10.0
+    """On SIGTERM: how long running steps get to finish (and checkpoint) before exit."""
     log_level: str = "WARNING"
+
+    def check_worker(self) -> None:
+        """Refuse settings that invite adopting a live or draining worker.
+
+        An adopter needs ``stale_after_sec`` of unbroken observation, and a tick gap over
+        three intervals breaks it; a peer must get several beats into that window, so
+        ``stale_after_sec >= 3 * heartbeat_interval_sec``. The whole drain, plus two beats
+        of slack, must also fit in one window: even a drainer whose heartbeats stall is
+        gone before anyone could call it dead. Raises ``ConfigurationError``.
+        """
+        hb, stale, grace = (
+            self.heartbeat_interval_sec,
+            self.stale_after_sec,
+            self.shutdown_grace_sec,
+        )
+        problems = []
+        if hb <= 0:
+            problems.append(f"heartbeat_interval_sec must be positive (got {hb})")
+        if grace < 0:
+            problems.append(f"shutdown_grace_sec must not be negative (got {grace})")
+        if hb > 0 and stale < 3 * hb:
+            problems.append(
+                f"stale_after_sec ({stale}) must be at least 3 x heartbeat_interval_sec"
+                f" ({hb}): a live worker could be adopted after a few slow heartbeats"
+            )
+        if hb > 0 and grace >= 0 and grace + 2 * hb >= stale:
+            problems.append(
+                f"shutdown_grace_sec + 2 x heartbeat_interval_sec ({grace + 2 * hb:g}) must be"
+                f" below stale_after_sec ({stale}): a draining worker could be adopted"
+                " while its last steps still run"
+            )
+        if problems:
+            raise ConfigurationError("unsafe worker settings: " + "; ".join(problems))

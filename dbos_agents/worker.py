@@ -1,10 +1,20 @@
-"""Run an ``AgentRuntime`` as a long-lived worker process (``dbos-agents worker``)."""
+"""Run an ``AgentRuntime`` as a long-lived worker process (``dbos-agents worker``).
+
+SIGTERM (a deploy) drains: DBOS stops dequeuing, running steps finish and checkpoint within
+``shutdown_grace_sec`` with the runtime intact, every other workflow parks at its next step,
+and the process leaves with ``os._exit`` so neither DBOS nor the workflow code records
+anything on the way out. What did not finish stays PENDING under this executor id: the next
+worker with the same id recovers it, or a peer adopts it once this worker is dead.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 
 from .errors import ConfigurationError
@@ -12,6 +22,9 @@ from .imports import import_object
 from .runtime import AgentRuntime
 
 log = logging.getLogger("dbos_agents")
+
+EXIT_ADOPTED = 75
+"""Exit status of a worker that learned its row was adopted (EX_TEMPFAIL: restart me)."""
 
 
 def load_runtime(spec: str) -> AgentRuntime:
@@ -23,31 +36,58 @@ def load_runtime(spec: str) -> AgentRuntime:
     return runtime
 
 
-async def serve_forever(runtime: AgentRuntime, *, ready_message: bool = True) -> None:
-    """Launch, heartbeat, adopt silent workers, reap tombstones; on SIGTERM or SIGINT stop
-    dequeuing, give running workflows ``shutdown_grace_sec``, and exit. Whatever is
-    unfinished recovers at the next launch or is adopted by another worker."""
-    await runtime.launch()
+def _flush() -> None:
+    for handler in logging.getLogger().handlers + log.handlers:
+        with contextlib.suppress(Exception):  # best effort on the way out
+            handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
+def exit_now(code: int) -> None:
+    """Leave the process at once, after flushing logs; no atexit, no DBOS teardown."""
+    _flush()
+    os._exit(code)
+
+
+def _adopted() -> None:
+    log.error(
+        "this worker was adopted by another worker; exiting at once",
+        extra={"event": "worker_adopted_exit"},
+    )
+    sys.stderr.write("dbos-agents worker: adopted by another worker, exiting\n")
+    exit_now(EXIT_ADOPTED)
+
+
+async def serve_forever(
+    runtime: AgentRuntime, *, ready_message: bool = True, exit_process: bool = True
+) -> None:
+    """Launch, heartbeat and adopt dead peers (a thread), reap tombstones; on SIGTERM or
+    SIGINT drain (see the module doc) and exit 0. ``exit_process=False`` returns after the
+    drain instead (the parked workflows then belong to whoever stops DBOS)."""
     s = runtime.settings
+    s.check_worker()
+    await runtime.launch(on_adopted=_adopted)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await runtime.heartbeat()
     if ready_message:
         print(f"dbos-agents worker ready executor_id={s.executor_id}", flush=True)
-    tasks = [
-        asyncio.create_task(_every(s.heartbeat_interval_sec, runtime.heartbeat, "heartbeat")),
-        asyncio.create_task(
-            _every(s.heartbeat_interval_sec, runtime.adopt_stale_workers, "adoption")
-        ),
-        asyncio.create_task(_every(s.reap_interval_sec, runtime.reap_tombstones, "reaping")),
-    ]
+    reaper = asyncio.create_task(_every(s.reap_interval_sec, runtime.reap_tombstones, "reaping"))
     await stop.wait()
-    log.info("worker stopping", extra={"event": "worker_stopping", "grace": s.shutdown_grace_sec})
-    for t in tasks:
-        t.cancel()
-    await runtime.shutdown(workflow_completion_timeout_sec=s.shutdown_grace_sec)
+    log.warning(
+        "worker draining", extra={"event": "worker_draining", "grace": s.shutdown_grace_sec}
+    )
+    reaper.cancel()
+    idle = await runtime.drain(s.shutdown_grace_sec)
+    await runtime.leave()
+    log.warning(
+        "worker stopped" if idle else "worker stopped with steps still running (grace over)",
+        extra={"event": "worker_stopped", "idle": idle},
+    )
+    if exit_process:
+        exit_now(0)
 
 
 async def _every(interval: float, job: Callable[[], Awaitable[object]], name: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -21,12 +22,15 @@ from ..ids import run_event_key
 from ..models.base import Model
 from ..outcome import RunOutcome, SessionInfo
 from ..settings import Settings
-from ..store import queries, submit, workers
+from ..store import queries, submit
 from ..store.db import create_sync_engine, ensure_database, sqlalchemy_url
 from ..store.migrate import SCHEMA, migrate
+from . import _dbos_compat as compat
+from . import drain
 from . import workflow as _workflow  # noqa: F401  (registers the session workflow)
 from .context import WorkerContext, set_context
 from .ledger import Ledger
+from .presence import ListenerWatch, Presence, presence_engine
 
 log = logging.getLogger("dbos_agents")
 
@@ -97,6 +101,8 @@ class AgentRuntime:
         self.model = model
         self._engine: sa.Engine | None = None
         self._client: DBOSClient | None = None
+        self._presence: Presence | None = None
+        self._listen_watch: ListenerWatch | None = None
 
     @property
     def database_url(self) -> str:
@@ -104,13 +110,22 @@ class AgentRuntime:
             raise ConfigurationError("no database_url: pass one or set DBOS_AGENTS_DATABASE_URL")
         return self.settings.database_url
 
-    async def launch(self) -> None:
-        """Prepare the database and launch DBOS; recovers this worker's pending sessions."""
+    async def launch(self, *, on_adopted: Callable[[], None] | None = None) -> None:
+        """Prepare the database and launch DBOS; recovers this worker's pending sessions.
+
+        With ``on_adopted`` this process is a fleet worker: it registers its row *before*
+        DBOS recovers anything (so an adopter's claim on the old row fails from here on),
+        then heartbeats and adopts dead peers from a thread; ``on_adopted`` runs on that
+        thread if this process learns its row was adopted (it must stop at once).
+        """
         url = self.database_url
         s = self.settings
         await asyncio.to_thread(ensure_database, url, connect_timeout=s.connect_timeout_sec)
         engine = create_sync_engine(url, connect_timeout=s.connect_timeout_sec)
         await asyncio.to_thread(migrate, engine)
+        if on_adopted is not None:
+            self._presence = Presence(presence_engine(url, s), s, on_adopted)
+            await asyncio.to_thread(self._presence.register)
         config: DBOSConfig = {
             "name": s.app_name,
             "system_database_url": sqlalchemy_url(url),
@@ -140,6 +155,10 @@ class AgentRuntime:
             DBOSClient, system_database_url=sqlalchemy_url(url), application_name=s.app_name
         )
         self._engine = engine
+        self._listen_watch = ListenerWatch()
+        self._listen_watch.start()
+        if self._presence is not None:
+            self._presence.start()
         log.info("runtime launched", extra={"event": "launched", "executor_id": s.executor_id})
 
     def _require(self) -> tuple[sa.Engine, DBOSClient]:
@@ -213,35 +232,6 @@ class AgentRuntime:
         poll = self.settings.result_polling_interval_sec
         return SessionHandle(session_id, workflow_id, engine, get_result)
 
-    async def heartbeat(self) -> None:
-        """Refresh this worker's row in ``dbos_agents.workers``."""
-        engine, _ = self._require()
-        s = self.settings
-        await asyncio.to_thread(workers.heartbeat, engine, s.executor_id, s.application_version)
-
-    async def adopt_stale_workers(self) -> list[str]:
-        """Recover the PENDING sessions of workers silent for ``stale_after_sec``.
-
-        One adopter wins each silent worker; DBOS re-enqueues the recovered workflows, and
-        its ownership fencing stops a worker that was only slow from overwriting them.
-        """
-        engine, _ = self._require()
-        s = self.settings
-        claimed = await asyncio.to_thread(
-            workers.claim_stale, engine, s.executor_id, s.stale_after_sec, s.application_version
-        )
-        if claimed:
-            handles = await asyncio.to_thread(DBOS._recover_pending_workflows, claimed)
-            log.warning(
-                "adopted silent workers",
-                extra={
-                    "event": "workers_adopted",
-                    "executor_ids": claimed,
-                    "workflows": [h.workflow_id for h in handles],
-                },
-            )
-        return claimed
-
     async def reap_tombstones(self) -> int:
         """Delete settled pending calls older than ``tombstone_retention_sec``."""
         engine, _ = self._require()
@@ -249,24 +239,50 @@ class AgentRuntime:
             submit.reap_tombstones, engine, self.settings.tombstone_retention_sec
         )
 
-    async def shutdown(self, workflow_completion_timeout_sec: int = 0) -> None:
-        """Stop DBOS in this process; unfinished sessions recover at the next launch (or
-        are adopted by another worker)."""
-        if self._engine is not None:
+    @property
+    def instance_id(self) -> str | None:
+        """This process's token on its ``workers`` row (fleet workers only)."""
+        return self._presence.instance_id if self._presence is not None else None
+
+    async def drain(self, grace_sec: float) -> bool:
+        """Stop dequeuing, let running steps finish and checkpoint within ``grace_sec``,
+        park every workflow at its next step. The runtime stays intact (the context, DBOS,
+        the datasource), so nothing that finishes is recorded as failed; heartbeats go on,
+        so nobody adopts a draining worker. True when everything in flight finished."""
+        compat.stop_dequeuing()
+        drain.begin_drain()
+        if self._presence is not None:
+            self._presence.adopting = False
+        return await drain.wait_idle(grace_sec, checkpointed=compat.checkpointed_steps)
+
+    async def leave(self) -> None:
+        """After a drain: stop heartbeating and mark this worker's row stopped. The process
+        must then exit without DBOS recording anything (see ``worker.serve_forever``)."""
+        if self._presence is not None:
+            presence, self._presence = self._presence, None
+            await asyncio.to_thread(presence.stop)
             try:
-                await asyncio.to_thread(
-                    workers.mark_stopped, self._engine, self.settings.executor_id
-                )
+                await asyncio.to_thread(presence.mark_stopped)
             except Exception as exc:
                 log.warning("could not mark the worker stopped", extra={"error": str(exc)})
+            presence.engine.dispose()
+
+    async def shutdown(self, workflow_completion_timeout_sec: float = 0) -> None:
+        """Stop DBOS in this process (tests, embedding); unfinished sessions recover at the
+        next launch. DBOS stops first and the context goes last, so a workflow finishing a
+        step during ``workflow_completion_timeout_sec`` still finds its runtime."""
+        await self.leave()
+        if self._listen_watch is not None:
+            await asyncio.to_thread(self._listen_watch.stop)
+            self._listen_watch = None
+        # In a thread: the grace wait sleeps, and the loop must keep running the workflows
+        # that are finishing their steps meanwhile.
+        await asyncio.to_thread(
+            DBOS.destroy, workflow_completion_timeout_sec=math.ceil(workflow_completion_timeout_sec)
+        )
         set_context(None)
         if self._client is not None:
             self._client.destroy()
         if self._engine is not None:
             self._engine.dispose()
         self._engine = self._client = None
-        # In a thread: the grace wait sleeps, and the loop must keep running the workflows
-        # that are finishing their steps meanwhile.
-        await asyncio.to_thread(
-            DBOS.destroy, workflow_completion_timeout_sec=workflow_completion_timeout_sec
-        )

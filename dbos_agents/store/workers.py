@@ -1,16 +1,20 @@
-"""The ``workers`` table: heartbeats and adoption of silent workers' sessions.
+"""The ``workers`` table: presence, heartbeats and adoption of dead workers' sessions.
 
 DBOS recovers at launch only the workflows of the launching executor id. A worker that
 dies and never comes back (scale-down, a lost host) would strand its sessions, so live
-workers look for heartbeats older than a threshold and adopt: one conditional UPDATE picks
-a single winner, which then asks DBOS to recover the dead executor's PENDING workflows.
-DBOS's ownership fencing keeps a worker that was only slow from writing over the adopter.
+workers adopt it. Adopting a *live* worker would run its in-flight steps twice, so silence
+is judged only by what the adopter itself watched (``runtime/presence.py``): a peer's
+``beat`` counter that did not move while the adopter stayed connected. The claim is one
+conditional UPDATE on the exact row version seen (``beat`` and ``instance_id``): one winner,
+and a heartbeat that lands first beats the claim. Each worker process has its own
+``instance_id``; a live worker whose row was claimed learns it at its next heartbeat.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -29,61 +33,100 @@ class WorkerInfo(BaseModel):
     heartbeat_at: datetime
     adopted_by: str | None
     adopted_at: datetime | None
+    instance_id: str | None = None
+    beat: int = 0
 
 
-def heartbeat(engine: sa.Engine, executor_id: str, application_version: str) -> None:
-    """Register or refresh this worker (a restarted worker takes its row back)."""
+@dataclass(frozen=True)
+class PeerBeat:
+    """One observation of a peer's row: what a claim must still find to win."""
+
+    executor_id: str
+    instance_id: str | None
+    beat: int
+
+
+def register(
+    engine: sa.Engine, executor_id: str, instance_id: str, application_version: str
+) -> None:
+    """Take this executor id's row for this process (a restarted worker takes it back, even
+    from an adopter: the adopter already re-enqueued what was PENDING)."""
     with engine.begin() as conn:
         conn.execute(
             sa.text(
                 f"INSERT INTO {S}.workers (executor_id, hostname, pid, application_version,"
-                " status) VALUES (:e, :h, :p, :v, 'running') ON CONFLICT (executor_id) DO UPDATE"
-                " SET hostname = excluded.hostname, pid = excluded.pid,"
-                " application_version = excluded.application_version, status = 'running',"
-                " heartbeat_at = now(), adopted_by = CASE WHEN workers.status = 'running'"
-                " THEN workers.adopted_by END, started_at = CASE WHEN workers.pid = excluded.pid"
-                " THEN workers.started_at ELSE now() END"
+                " status, instance_id, beat) VALUES (:e, :h, :p, :v, 'running', :i, 1)"
+                " ON CONFLICT (executor_id) DO UPDATE SET hostname = excluded.hostname,"
+                " pid = excluded.pid, application_version = excluded.application_version,"
+                " status = 'running', instance_id = excluded.instance_id,"
+                " beat = workers.beat + 1, heartbeat_at = now(), started_at = now(),"
+                " adopted_by = NULL, adopted_at = NULL"
             ),
             {
                 "e": executor_id,
                 "h": socket.gethostname(),
                 "p": os.getpid(),
                 "v": application_version,
+                "i": instance_id,
             },
         )
 
 
-def mark_stopped(engine: sa.Engine, executor_id: str) -> None:
+def heartbeat(engine: sa.Engine, executor_id: str, instance_id: str) -> bool:
+    """Bump this process's beat. False: the row is no longer ours (adopted, or another
+    process registered the same executor id) and this process must stop at once."""
+    with engine.begin() as conn:
+        row = conn.execute(
+            sa.text(
+                f"UPDATE {S}.workers SET beat = beat + 1, heartbeat_at = now()"
+                " WHERE executor_id = :e AND instance_id = :i AND status = 'running'"
+                " RETURNING beat"
+            ),
+            {"e": executor_id, "i": instance_id},
+        ).first()
+    return row is not None
+
+
+def mark_stopped(engine: sa.Engine, executor_id: str, instance_id: str | None = None) -> None:
+    """Record a clean stop (only while the row is still this process's, when given)."""
     with engine.begin() as conn:
         conn.execute(
             sa.text(
                 f"UPDATE {S}.workers SET status = 'stopped', heartbeat_at = now()"
-                " WHERE executor_id = :e"
+                " WHERE executor_id = :e AND status <> 'adopted'"
+                " AND (CAST(:i AS text) IS NULL OR instance_id = :i)"
             ),
-            {"e": executor_id},
+            {"e": executor_id, "i": instance_id},
         )
 
 
-def claim_stale(
-    engine: sa.Engine, adopter: str, stale_after_sec: float, application_version: str
-) -> list[str]:
-    """Claim every silent worker of this application version; returns their executor ids.
-
-    The UPDATE's WHERE re-checks staleness under the row lock, so when several live
-    workers race, exactly one wins each silent worker.
-    """
-    with engine.begin() as conn:
+def peers(engine: sa.Engine, me: str, application_version: str) -> list[PeerBeat]:
+    """The rows an adopter watches: other workers of this version not yet adopted."""
+    with engine.connect() as conn:
         rows = conn.execute(
             sa.text(
-                f"UPDATE {S}.workers SET status = 'adopted', adopted_by = :me, adopted_at = now()"
-                " WHERE executor_id <> :me AND status IN ('running', 'stopped')"
-                " AND application_version = :v"
-                " AND heartbeat_at < now() - make_interval(secs => :stale)"
-                " RETURNING executor_id"
+                f"SELECT executor_id, instance_id, beat FROM {S}.workers"
+                " WHERE executor_id <> :me AND application_version = :v"
+                " AND status IN ('running', 'stopped')"
             ),
-            {"me": adopter, "v": application_version, "stale": stale_after_sec},
+            {"me": me, "v": application_version},
         ).all()
-    return [r.executor_id for r in rows]
+    return [PeerBeat(r.executor_id, r.instance_id, int(r.beat)) for r in rows]
+
+
+def claim(engine: sa.Engine, adopter: str, seen: PeerBeat) -> bool:
+    """Adopt ``seen`` if its row is exactly as observed; True for the one winner."""
+    with engine.begin() as conn:
+        row = conn.execute(
+            sa.text(
+                f"UPDATE {S}.workers SET status = 'adopted', adopted_by = :me,"
+                " adopted_at = now() WHERE executor_id = :e AND beat = :b"
+                " AND instance_id IS NOT DISTINCT FROM CAST(:i AS text)"
+                " AND status IN ('running', 'stopped') RETURNING executor_id"
+            ),
+            {"me": adopter, "e": seen.executor_id, "b": seen.beat, "i": seen.instance_id},
+        ).first()
+    return row is not None
 
 
 def list_workers(engine: sa.Engine) -> list[WorkerInfo]:

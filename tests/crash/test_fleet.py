@@ -29,6 +29,7 @@ def harness(
         env={
             "DBOS_AGENTS_STALE_AFTER_SEC": str(STALE_AFTER),
             "DBOS_AGENTS_HEARTBEAT_INTERVAL_SEC": "0.5",
+            "DBOS_AGENTS_SHUTDOWN_GRACE_SEC": "1",  # grace + 2 beats < stale (Settings.check_worker)
         },
     ) as h:
         yield h

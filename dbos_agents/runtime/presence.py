@@ -1,0 +1,204 @@
+"""A worker's presence: heartbeats, adoption of dead peers, and LISTEN catch-up.
+
+Each runs on a thread of its own, never on an event loop: a tool that blocks the loop (a
+sync call inside an async tool) must not silence the heartbeat and get its live worker
+adopted.
+
+Adoption judges a peer dead only by what *this* worker watched: the peer's ``beat`` counter
+unchanged for ``stale_after_sec`` of this worker's own unbroken, connected observation.
+Database clocks are never compared, so an outage makes nobody stale: a failed tick, or a
+gap between successful ticks of more than three intervals (this worker stalled or was
+disconnected), restarts every observation from zero. The claim re-checks the exact row
+version seen, so a heartbeat that lands first wins (``store/workers.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.pool import NullPool
+
+from ..settings import Settings
+from ..store import workers
+from ..store.db import sqlalchemy_url
+from . import _dbos_compat as compat
+
+log = logging.getLogger("dbos_agents")
+
+GAP_FACTOR = 3.0
+"""A tick gap over this many intervals breaks the observation (see the module doc)."""
+
+
+def presence_engine(url: str, settings: Settings) -> sa.Engine:
+    """A fresh connection per tick (no pooled connection left dead by a restart), bounded
+    so a blackholed network fails a tick instead of hanging the thread."""
+    timeout = max(2, int(settings.heartbeat_interval_sec + 0.999))
+    return sa.create_engine(
+        sqlalchemy_url(url),
+        poolclass=NullPool,
+        connect_args={
+            "connect_timeout": timeout,
+            "application_name": "dbos_agents_presence",
+            "tcp_user_timeout": timeout * 1000,
+            "keepalives": 1,
+            "keepalives_idle": timeout,
+            "keepalives_interval": 1,
+            "keepalives_count": 2,
+        },
+    )
+
+
+class Observer:
+    """What this worker has seen of its peers; pure bookkeeping, fed one tick at a time."""
+
+    def __init__(self, stale_after_sec: float, interval_sec: float) -> None:
+        self.stale_after = stale_after_sec
+        self.max_gap = GAP_FACTOR * interval_sec
+        self._since: dict[str, tuple[workers.PeerBeat, float]] = {}
+        self._last_ok: float | None = None
+
+    def broken(self) -> None:
+        """A tick failed: nothing watched so far counts any more."""
+        self._last_ok = None
+        self._since.clear()
+
+    def observe(self, peers: list[workers.PeerBeat], now: float) -> list[workers.PeerBeat]:
+        """Record a successful read of the peers at ``now``; returns those silent for
+        ``stale_after`` of unbroken observation."""
+        continuous = self._last_ok is not None and now - self._last_ok <= self.max_gap
+        self._last_ok = now
+        if not continuous:
+            self._since = {p.executor_id: (p, now) for p in peers}
+            return []
+        since = {}
+        for p in peers:
+            prev = self._since.get(p.executor_id)
+            since[p.executor_id] = prev if prev is not None and prev[0] == p else (p, now)
+        self._since = since
+        return [p for p, t in since.values() if now - t >= self.stale_after]
+
+
+class Presence:
+    """Registers this process, then heartbeats and adopts from a daemon thread."""
+
+    def __init__(
+        self,
+        engine: sa.Engine,
+        settings: Settings,
+        on_adopted: Callable[[], None],
+    ) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.instance_id = uuid.uuid4().hex
+        self.adopting = True
+        """Cleared during a drain: a worker on its way out takes on no one's sessions."""
+        self._on_adopted = on_adopted
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._to_recover: set[str] = set()
+
+    def register(self) -> None:
+        s = self.settings
+        workers.register(self.engine, s.executor_id, self.instance_id, s.application_version)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="dbos-agents-presence", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def mark_stopped(self) -> None:
+        workers.mark_stopped(self.engine, self.settings.executor_id, self.instance_id)
+
+    def _run(self) -> None:
+        s = self.settings
+        observer = Observer(s.stale_after_sec, s.heartbeat_interval_sec)
+        while not self._stop.wait(s.heartbeat_interval_sec):
+            try:
+                mine = workers.heartbeat(self.engine, s.executor_id, self.instance_id)
+            except Exception as exc:
+                observer.broken()
+                log.warning(
+                    "heartbeat failed", extra={"event": "heartbeat_failed", "error": str(exc)}
+                )
+                continue
+            if not mine:
+                if not self._stop.is_set():
+                    self._on_adopted()
+                return
+            if not self.adopting:
+                observer.broken()
+                continue
+            try:
+                self._adopt(observer)
+            except Exception as exc:
+                observer.broken()
+                log.warning(
+                    "adoption failed", extra={"event": "adoption_failed", "error": str(exc)}
+                )
+
+    def _adopt(self, observer: Observer) -> None:
+        s = self.settings
+        peers = workers.peers(self.engine, s.executor_id, s.application_version)
+        for dead in observer.observe(peers, time.monotonic()):
+            if workers.claim(self.engine, s.executor_id, dead):
+                self._to_recover.add(dead.executor_id)
+        if self._to_recover:  # kept until DBOS re-enqueued them: a claim is never stranded
+            claimed = sorted(self._to_recover)
+            ids = compat.recover_pending_workflows(claimed)
+            self._to_recover.clear()
+            log.warning(
+                "adopted dead workers",
+                extra={"event": "workers_adopted", "executor_ids": claimed, "workflows": ids},
+            )
+
+
+class ListenerWatch:
+    """Wakes waiters whose notification was sent while DBOS's LISTEN connection was down.
+
+    Postgres delivers NOTIFY only to connected listeners; DBOS's ``recv`` would otherwise
+    find such a message only at its 60 s fallback poll. After every reconnect (a new
+    connection object, its LISTEN done once the listener's lock is free) one query per
+    waiter kind wakes exactly the waiters that have something to read.
+    """
+
+    def __init__(self, poll_sec: float = 0.25) -> None:
+        self.poll_sec = poll_sec
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="dbos-agents-listen-watch", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def _run(self) -> None:
+        seen: object | None = None
+        while not self._stop.wait(self.poll_sec):
+            try:
+                conn, lock = compat.listener_connection()
+                if conn is None or conn is seen:
+                    continue
+                with lock:  # the listener holds it until its LISTEN statements ran
+                    pass
+                woken = compat.catch_up_waiters()
+                seen = conn
+                if woken:
+                    log.info(
+                        "woke waiters after a LISTEN reconnect",
+                        extra={"event": "listen_catch_up", "woken": woken},
+                    )
+            except Exception as exc:  # the database is still away: try again next poll
+                log.debug("listen catch-up failed", extra={"error": str(exc)})

@@ -1,0 +1,127 @@
+"""Fails loudly when a DBOS upgrade moves a private name ``runtime/_dbos_compat.py`` uses.
+
+``_dbos_compat`` is the only module touching DBOS internals. Each assertion names what it
+protects, so a failure after an upgrade says which compat function to revisit.
+"""
+
+from __future__ import annotations
+
+import inspect
+from importlib.metadata import version
+
+import pytest
+from dbos import DBOS, DBOSClient
+from dbos._dbos import _get_dbos_instance
+from dbos._queue import queue_thread
+from dbos._schemas.system_database import SystemSchema
+from dbos._sys_db import (
+    KeySignal,
+    LoopAwareEvent,
+    SystemDatabase,
+    ThreadSafeEventDict,
+    WorkflowStatusString,
+)
+from dbos._sys_db_postgres import PostgresSystemDatabase
+
+from dbos_agents.runtime import _dbos_compat as compat
+
+
+def _columns(table: str) -> set[str]:
+    return {c.name for c in getattr(SystemSchema, table).columns}
+
+
+def test_dbos_version_reviewed() -> None:
+    # After an upgrade: review _dbos_compat against the new DBOS source, then bump this.
+    assert version("dbos").startswith("3.4."), version("dbos")
+
+
+def test_workflow_status_table_and_columns_for_cancel_in_transaction() -> None:
+    assert SystemDatabase.tables is SystemSchema
+    assert {
+        "workflow_uuid",
+        "status",
+        "owner_xid",
+        "queue_name",
+        "deduplication_id",
+        "started_at_epoch_ms",
+        "updated_at",
+        "completed_at",
+    } <= _columns("workflow_status")
+    # DBOSClient keeps its SystemDatabase as ``_sys_db``.
+    assert "self._sys_db = " in inspect.getsource(DBOSClient.__init__)
+    for name in ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+        assert hasattr(WorkflowStatusString, name), name
+    assert set(compat.ENDED) >= set(compat.FINISHED)
+
+
+def test_tables_for_checkpoints_and_wake_ups() -> None:
+    assert {"workflow_uuid", "function_id", "completed_at_epoch_ms"} <= _columns(
+        "operation_outputs"
+    )
+    assert {"destination_uuid", "topic", "consumed"} <= _columns("notifications")
+    assert {"workflow_uuid", "key"} <= _columns("workflow_events")
+    # Step outputs are recorded only on completion: a row means "checkpoint written".
+    record = inspect.getsource(SystemDatabase.record_operation_result)
+    assert "completed_at_epoch_ms" in record
+
+
+def test_dbos_instance_internals_for_drain_and_adoption() -> None:
+    assert callable(_get_dbos_instance)
+    init = inspect.getsource(DBOS.__init__)
+    assert "self.background_thread_stop_events" in init
+    launch = inspect.getsource(DBOS._launch)
+    # The queue thread (every queue, the internal recovery queue too) stops on an event
+    # registered in background_thread_stop_events; the notification listener does not.
+    assert "background_thread_stop_events.append(evt)" in launch
+    assert "target=queue_thread, args=(evt, self)" in launch
+    assert list(inspect.signature(queue_thread).parameters) == ["stop_event", "dbos"]
+    assert "run_notification_listener" in launch
+    assert isinstance(inspect.getattr_static(DBOS, "_sys_db"), property)
+    assert callable(DBOS._recover_pending_workflows)
+    assert list(inspect.signature(DBOS._recover_pending_workflows).parameters) == ["executor_ids"]
+
+
+def test_listener_internals_for_lost_wake_ups() -> None:
+    listener = inspect.getsource(PostgresSystemDatabase._notification_listener)
+    # A new connection object per (re)connect, assigned and LISTENed under the lock.
+    assert "with self._listener_thread_lock:" in listener
+    assert "self.notification_conn = self.engine.raw_connection()" in listener
+    assert "LISTEN" in listener
+    assert "notification_conn" in PostgresSystemDatabase.__annotations__
+    assert "self._listener_thread_lock = threading.Lock()" in inspect.getsource(
+        SystemDatabase.__init__
+    )
+    init = inspect.getsource(SystemDatabase.__init__)
+    assert "self.notifications_map = ThreadSafeEventDict()" in init
+    assert "self.workflow_events_map = ThreadSafeEventDict()" in init
+    # snapshot() -> (key, (workflow id, topic or key, shard key), KeySignal with set()).
+    waiters = ThreadSafeEventDict()
+    ev = LoopAwareEvent()
+    waiters.add("wf::topic", ev, ("wf", "topic", None))
+    ((key, (wf, topic, shard), signal),) = waiters.snapshot()
+    assert (key, wf, topic, shard) == ("wf::topic", "wf", "topic", None)
+    assert isinstance(signal, KeySignal)
+    signal.set()
+    assert ev.is_set()
+    # recv wakes on its event, then consumes: a wake with nothing to read is a false
+    # timeout, which is why catch_up_waiters wakes only waiters with a row to read.
+    recv = inspect.getsource(SystemDatabase.recv_async)
+    assert "recv_consume" in recv and "_event_recheck_interval" in recv
+
+
+def test_compat_functions_exist() -> None:
+    for name in (
+        "cancel_workflows_in_transaction",
+        "workflow_status_table",
+        "stop_dequeuing",
+        "recover_pending_workflows",
+        "checkpointed_steps",
+        "catch_up_waiters",
+        "listener_connection",
+    ):
+        assert callable(getattr(compat, name)), name
+
+
+@pytest.mark.parametrize("name", ["workflow_id", "step_id"])
+def test_public_context_names_drain_relies_on(name: str) -> None:
+    assert hasattr(DBOS, name)
