@@ -121,6 +121,10 @@ class Presence:
     def _run(self) -> None:
         s = self.settings
         observer = Observer(s.stale_after_sec, s.heartbeat_interval_sec)
+        try:  # claims an earlier process of this executor id made but may not have recovered
+            self._to_recover.update(workers.adopted_by(self.engine, s.executor_id))
+        except Exception as exc:
+            log.warning("could not list adopted workers", extra={"error": str(exc)})
         while not self._stop.wait(s.heartbeat_interval_sec):
             try:
                 mine = workers.heartbeat(self.engine, s.executor_id, self.instance_id)

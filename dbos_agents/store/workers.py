@@ -129,6 +129,19 @@ def claim(engine: sa.Engine, adopter: str, seen: PeerBeat) -> bool:
     return row is not None
 
 
+def adopted_by(engine: sa.Engine, adopter: str) -> list[str]:
+    """Workers this executor id adopted and nobody restarted since: recovering them again
+    is idempotent, and covers an adopter that died between its claim and the recovery."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                f"SELECT executor_id FROM {S}.workers WHERE adopted_by = :me AND status = 'adopted'"
+            ),
+            {"me": adopter},
+        ).all()
+    return [r.executor_id for r in rows]
+
+
 def list_workers(engine: sa.Engine) -> list[WorkerInfo]:
     with engine.connect() as conn:
         rows = conn.execute(sa.text(f"SELECT * FROM {S}.workers ORDER BY executor_id")).all()
