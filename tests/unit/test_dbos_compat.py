@@ -47,8 +47,9 @@ def test_workflow_status_table_and_columns_for_cancel_in_transaction() -> None:
         "updated_at",
         "completed_at",
     } <= _columns("workflow_status")
-    # DBOSClient keeps its SystemDatabase as ``_sys_db``.
+    # DBOSClient keeps its SystemDatabase as ``_sys_db``; it knows its schema (system_schema).
     assert "self._sys_db = " in inspect.getsource(DBOSClient.__init__)
+    assert "self.schema = " in inspect.getsource(SystemDatabase.__init__)
     for name in ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
         assert hasattr(WorkflowStatusString, name), name
     assert set(compat.ENDED) >= set(compat.FINISHED)
