@@ -181,6 +181,7 @@ class AgentClient:
         """Open waits, oldest deadline first; filter by root session, tenant, user or kind."""
         return submit.pending(
             self.engine,
+            self.dbos,
             session_id=session_id,
             tenant_id=tenant_id,
             user_id=user_id,

@@ -98,6 +98,12 @@ ENDED = (
 """DBOS statuses of a workflow that will never read another message."""
 
 
+def system_schema(client: DBOSClient) -> str:
+    """The schema of DBOS's system tables (``SystemDatabase.schema``), for our own SQL
+    that joins them."""
+    return str(client._sys_db.schema)
+
+
 def workflow_status_in_transaction(
     conn: sa.Connection, client: DBOSClient, workflow_id: str
 ) -> str | None:

@@ -222,8 +222,13 @@ class Ledger:
             await self._record_results(
                 spec,
                 [
-                    ToolResult.failure(
-                        r.tool_call_id, r.tool, "interrupted", _DANGLING[r.status]
+                    dict(r.result)
+                    if r.result is not None  # the attempt finished after all: its result
+                    else ToolResult.failure(
+                        r.tool_call_id,
+                        r.tool,
+                        "interrupted",
+                        _DANGLING["requested" if r.status == "requested" else "dispatched"],
                     ).model_dump(mode="json")
                     for r in rows
                 ],

@@ -135,11 +135,14 @@ async def settle(db: AsyncSession, session_id: str, result: dict[str, Any]) -> N
 
 
 async def unanswered(db: AsyncSession, session_id: str) -> list[sa.Row[Any]]:
-    """Calls of earlier runs that never got a result (their run was interrupted)."""
+    """Calls of earlier runs whose result never reached the transcript (their run was
+    interrupted); ``result`` is set when an attempt finished and recorded one anyway."""
     rows = await _exec(
         db,
-        f"SELECT tool_call_id, tool, kind, status FROM {S}.tool_calls WHERE session_id = :s"
-        " AND status IN ('requested', 'dispatched') ORDER BY turn, tool_call_id",
+        f"SELECT t.tool_call_id, t.tool, t.kind, t.status, t.result FROM {S}.tool_calls t"
+        f" WHERE t.session_id = :s AND NOT EXISTS (SELECT 1 FROM {S}.messages m"
+        " WHERE m.session_id = t.session_id AND m.tool_call_id = t.tool_call_id"
+        " AND m.role = 'tool') ORDER BY t.turn, t.tool_call_id",
         s=session_id,
     )
     return list(rows.all())

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..records import PendingCall, PendingKind
+from ..runtime._dbos_compat import ENDED
 from .schema import SCHEMA as S
 
 OPEN = ("waiting", "submitted")
@@ -212,9 +213,22 @@ def list_pending(
     kind: PendingKind | None = None,
     include_resolved: bool = False,
     limit: int = 100,
+    system_schema: str = "dbos",
 ) -> list[PendingCall]:
-    """Open waits (earliest deadline first), filtered; ``session_id`` is a root session id."""
-    where = [] if include_resolved else ["status IN ('waiting', 'submitted')"]
+    """Open waits (earliest deadline first), filtered; ``session_id`` is a root session id.
+
+    A wait whose run has ended (its workflow finished, failed or was cancelled without
+    closing it) is not open, whatever its row says: nobody would read an answer."""
+    ended = ", ".join(f"'{s}'" for s in ENDED)
+    where = (
+        []
+        if include_resolved
+        else [
+            "status IN ('waiting', 'submitted')",
+            f"NOT EXISTS (SELECT 1 FROM {system_schema}.workflow_status w"
+            f" WHERE w.workflow_uuid = owner_workflow_id AND w.status IN ({ended}))",
+        ]
+    )
     params: dict[str, Any] = {"limit": limit}
     for col, val in (
         ("root_session_id", session_id),

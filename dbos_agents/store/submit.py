@@ -47,6 +47,7 @@ from ..records import (
 from ..runtime._dbos_compat import (
     ENDED,
     cancel_workflows_in_transaction,
+    system_schema,
     workflow_status_in_transaction,
 )
 from . import pending as pending_rows
@@ -153,6 +154,7 @@ def _log_unknown(session_id: str, tool_call_id: str, reason: str) -> None:
 
 def pending(
     engine: sa.Engine,
+    client: DBOSClient,
     *,
     session_id: str | None = None,
     tenant_id: str | None = None,
@@ -170,6 +172,7 @@ def pending(
         kind=kind,
         include_resolved=include_resolved,
         limit=limit,
+        system_schema=system_schema(client),
     )
 
 

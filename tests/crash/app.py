@@ -43,6 +43,26 @@ async def _refund_happened(ctx: ToolContext, order_id: str, cents: int) -> dict[
     return {"refunded": cents, "order_id": order_id} if happened else None
 
 
+@tool
+async def slow_refund(ctx: ToolContext, order_id: str, cents: int) -> dict[str, object]:
+    """Side-effecting and slow, with verify: the effect lands 3 s after the handler starts."""
+    import asyncio
+
+    Witness().record("started", tool="slow_refund", key=ctx.idempotency_key)
+    await asyncio.sleep(3)
+    Witness().record("effect", tool="slow_refund", key=ctx.idempotency_key)
+    return {"refunded": cents, "order_id": order_id}
+
+
+@slow_refund.verify
+async def _slow_refund_happened(
+    ctx: ToolContext, order_id: str, cents: int
+) -> dict[str, object] | None:
+    happened = Witness().count("effect", tool="slow_refund", key=ctx.idempotency_key) > 0
+    Witness().record("verify", tool="slow_refund", key=ctx.idempotency_key, happened=happened)
+    return {"refunded": cents, "order_id": order_id} if happened else None
+
+
 class AskIn(BaseModel):
     question: str
 
@@ -82,7 +102,7 @@ def _on_call(request: ModelRequest) -> None:
 
 def runtime() -> AgentRuntime:
     model = ScriptedModel(respond=_respond, on_call=_on_call)
-    agent = Agent("crashy", "test agent", tools=[charge, lookup, refund])
+    agent = Agent("crashy", "test agent", tools=[charge, lookup, refund, slow_refund])
     waiter = Agent("waiter", "asks the user", tools=[ask])
     fleet = Agent(
         "fleet", "asks, then charges", tools=[ask_long, charge], tool_timeout=timedelta(minutes=5)

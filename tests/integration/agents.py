@@ -39,12 +39,19 @@ async def refund(ctx: ToolContext, order_id: str, cents: int) -> dict[str, Any]:
     return {"refunded": cents, "key": ctx.idempotency_key}
 
 
+BARRIERS: dict[str, threading.Barrier] = {}
+"""One per session: the three parallel calls must all be inside their handlers at once."""
+
+
+def _barrier(session_id: str) -> threading.Barrier:
+    with _lock:
+        return BARRIERS.setdefault(session_id, threading.Barrier(3, timeout=20))
+
+
 @tool
 def slow_sync(ctx: ToolContext, label: str) -> str:
-    """A synchronous handler, run off the event loop."""
-    import time
-
-    time.sleep(0.2)
+    """A synchronous handler, run off the event loop; meets its siblings at a barrier."""
+    _barrier(ctx.session_id).wait()
     with _lock:
         EFFECTS[f"sync:{ctx.session_id}:{label}"] += 1
     return f"ok {label}"
@@ -52,10 +59,23 @@ def slow_sync(ctx: ToolContext, label: str) -> str:
 
 @tool
 async def slow_async(ctx: ToolContext, label: str) -> str:
-    await asyncio.sleep(0.2)
+    await asyncio.to_thread(_barrier(ctx.session_id).wait)
     with _lock:
         EFFECTS[f"async:{ctx.session_id}:{label}"] += 1
     return f"ok {label}"
+
+
+GATES: dict[str, asyncio.Event] = {}
+"""Per session: a started ``held_charge`` waits until the test sets its gate."""
+
+
+@tool
+async def held_charge(ctx: ToolContext, cents: int) -> dict[str, Any]:
+    """Side-effecting: records its effect, then holds until the test releases it."""
+    with _lock:
+        EFFECTS[f"held:{ctx.session_id}"] += 1
+    await GATES.setdefault(ctx.session_id, asyncio.Event()).wait()
+    return {"charged": cents}
 
 
 @tool
@@ -119,6 +139,10 @@ def respond(request: ModelRequest) -> str | ModelResponse:
                 call("get_order", {"order_id": "7"}),
             )
         return "all done"
+    if agent == "holder":
+        if turn == 0:
+            return calls(call("held_charge", {"cents": 7}))
+        return f"holder got: {_last_tool(request)}"
     if agent == "faulty":
         if turn == 0:
             return calls(
@@ -179,6 +203,7 @@ AGENTS = [
     Agent("support", "Help with orders.", tools=[get_order, refund]),
     Agent("parallel", tools=[slow_sync, slow_async, get_order]),
     Agent("faulty", tools=[explode, refund]),
+    Agent("holder", tools=[held_charge]),
     Agent("looper", tools=[get_order], max_turns=3),
     Agent("spender", tools=[get_order], budget_tokens=150),
     Agent("chat"),

@@ -259,6 +259,8 @@ async def test_interrupt_during_wait_then_late_submit_then_continue(
     assert [m.role for m in hist] == ["user", "assistant", "tool", "user", "assistant"]
     (interrupted,) = _tool_results(hist)
     assert interrupted["error"]["kind"] == "interrupted"
+    # The sub-agent was started (it may have acted): never "it did not run".
+    assert "outcome is unknown" in interrupted["error"]["message"]
     assert res.output is not None and "interrupted" in res.output
 
 

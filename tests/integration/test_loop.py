@@ -50,17 +50,16 @@ async def test_support_session_runs_tools_and_records_everything(runtime: AgentR
 
 
 async def test_parallel_tool_calls_run_concurrently_in_call_order(runtime: AgentRuntime) -> None:
+    """The three slow calls meet at a 3-party barrier inside their handlers: run one after
+    another, the first would wait alone and fail with a tool error."""
     h = await runtime.start("parallel", "go")
-    t0 = time.monotonic()
     out = await h.result()
-    elapsed = time.monotonic() - t0
     assert out.status == "completed"
     tool_msgs = [m for m in await h.history() if m.role == "tool"]
     assert [m.content for m in tool_msgs[:3]] == ["ok a", "ok b", "ok c"]
     assert [m.tool_call_id for m in tool_msgs] == ["call_1_1", "call_1_2", "call_1_3", "call_1_4"]
     for key in (f"sync:{h.session_id}:a", f"async:{h.session_id}:b", f"sync:{h.session_id}:c"):
         assert EFFECTS[key] == 1
-    del elapsed  # concurrency is shown by order + single execution; no wall-clock asserts
 
 
 async def test_tool_failures_become_results_the_model_sees(runtime: AgentRuntime) -> None:
