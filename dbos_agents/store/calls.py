@@ -123,8 +123,10 @@ async def settle(db: AsyncSession, session_id: str, result: dict[str, Any]) -> N
     err = result.get("error") or {}
     await _exec(
         db,
-        f"UPDATE {S}.tool_calls SET status = :st, result = coalesce(result, CAST(:res AS jsonb)),"
-        " error_kind = coalesce(error_kind, :kind), completed_at = coalesce(completed_at, now())"
+        f"UPDATE {S}.tool_calls SET status = CASE WHEN result IS NULL THEN :st ELSE status END,"
+        " result = coalesce(result, CAST(:res AS jsonb)),"
+        " error_kind = CASE WHEN result IS NULL THEN :kind ELSE error_kind END,"
+        " completed_at = coalesce(completed_at, now())"
         " WHERE session_id = :s AND tool_call_id = :id",
         st="completed" if result["ok"] else "failed",
         res=json.dumps(result),

@@ -278,17 +278,7 @@ async def test_call_requested_to_settled_by_settle(env: Env, ok: bool) -> None:
     assert (r.status, r.result, r.attempts) == ("completed" if ok else "failed", result("c", ok), 0)
 
 
-@pytest.mark.parametrize(
-    "late_ok",
-    [
-        True,
-        pytest.param(False, marks=pytest.mark.xfail(strict=True, reason=(
-            "calls.settle keeps the recorded result (coalesce) but overwrites status from the"
-            " new result: a completed call becomes 'failed' with an ok result. Reachable when"
-            " _close_dangling_calls reads unanswered() before a cancelled run's attempt"
-            " records, then settles an 'interrupted' failure"))),
-    ],
-)  # fmt: skip
+@pytest.mark.parametrize("late_ok", [True, False])
 async def test_settle_keeps_the_recorded_result_and_its_status(env: Env, late_ok: bool) -> None:
     sid = env.new_session("running")
     await env.new_calls(sid, "c")
