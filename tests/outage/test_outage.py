@@ -112,7 +112,7 @@ def test_a_submit_during_the_listener_reconnect_resumes_promptly(
     w = h.start_worker(executor_id="out-listen")
     try:
         waits = _waiting_sessions(h, 2)
-        # The cluster runs with synchronous_commit=off: flush the WAL so a crash keeps it all.
+        # Belt and braces: everything the test relies on is on disk before the crash.
         with h.client.engine.connect() as conn:
             conn.exec_driver_sql("CHECKPOINT")
         cluster.restart("immediate")  # what a failover looks like to clients
