@@ -258,9 +258,15 @@ class Fleet:
             self.soak.event(f"SIGKILL {wid} pid={p.pid}")
             return True
 
+    def ready(self, wid: str) -> bool:
+        """Started and serving (its signal handlers are installed)."""
+        p = self.procs[wid]
+        return p is not None and "dbos-agents worker ready" in p.log()
+
     def sigterm_random(self) -> bool:
+        """SIGTERM a serving worker, as a deploy would, and wait for it to exit."""
         with self.lock:
-            alive = self.alive()
+            alive = [w for w in self.alive() if self.ready(w)]
             if not alive:
                 return False
             wid = self.soak.rng.choice(alive)
@@ -343,6 +349,8 @@ class Soak:
         self.submit_kind: dict[tuple[str, str], str] = {}
         self.errors: list[str] = []
         self.adoptions: set[tuple[str, str, float]] = set()
+        self.call_failed: list[str] = []
+        """Client calls refused with a domain error (e.g. a started session that vanished)."""
         self.lock = threading.Lock()
         self.harness = CrashHarness(
             APP,
@@ -452,7 +460,7 @@ class Soak:
                 rows = conn.execute(
                     sa.text(
                         "SELECT executor_id, adopted_by, extract(epoch FROM adopted_at) AS at"
-                        " FROM dbos_agents.workers WHERE adopted_at IS NOT NULL"
+                        " FROM dbos_agents.workers WHERE adopted_by IS NOT NULL AND adopted_at IS NOT NULL"
                     )
                 ).all()
         except Exception:
@@ -495,7 +503,11 @@ class Soak:
                     busy += 1
                     if t.interrupt_at is not None and now >= t.interrupt_at:
                         t.interrupt_at = None
-                        self.retry("interrupt", lambda t=t: self.client.interrupt(t.sid))
+                        try:
+                            self.retry("interrupt", lambda t=t: self.client.interrupt(t.sid))
+                        except DbosAgentsError as exc:
+                            self.call_failed.append(f"interrupt {t.sid}: {exc!r}")
+                            continue
                         t.interrupted = True
                         self.stats.interrupts += 1
                         self.event(f"interrupt {t.sid} ({t.agent})")
@@ -512,6 +524,10 @@ class Soak:
                             "send", lambda t=t, n=n: self.client.send(t.sid, f"{t.agent}-more-{n}")
                         )
                     except SessionBusyError:
+                        continue
+                    except DbosAgentsError as exc:
+                        self.call_failed.append(f"send {t.sid}: {exc!r}")
+                        t.follow_ups_left = -1
                         continue
                     t.follow_ups_left -= 1
                     self.stats.follow_ups += 1
@@ -637,6 +653,13 @@ class Soak:
         counts, violations, focus = check(self)
         if self.errors:
             violations["driver_errors"] = self.errors
+        if self.call_failed:
+            violations["client_call_failed"] = self.call_failed
+        adopted_exits = [e for e in self.stats.unexpected_exits if e[1] == 75]
+        if adopted_exits:  # the worker found itself adopted while it was running
+            violations.setdefault("adopted_live_worker", []).extend(
+                f"{w} exited 75 (adopted while alive), log {path}" for w, _, path in adopted_exits
+            )
         if self.stats.unexpected_exits:
             counts["unexpected_worker_exits"] = len(self.stats.unexpected_exits)
         bad_terms = [c for c in self.stats.sigterm_exit_codes if c != 0]

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from dbos_agents.testing import PrivateCluster
@@ -18,6 +19,12 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def private_cluster() -> Iterator[PrivateCluster]:
     with PrivateCluster() as pg:
+        # PrivateCluster runs with synchronous_commit = off: an immediate stop then loses
+        # commits the clients were told about, which no runtime can survive. Durable commits
+        # (fsync stays off: the OS survives, only the postmaster dies).
+        with psycopg.connect(pg.url, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET synchronous_commit = on")
+            conn.execute("SELECT pg_reload_conf()")
         yield pg
 
 
