@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 
 from .errors import ConfigurationError
@@ -67,11 +68,13 @@ async def serve_forever(
     drain instead (the parked workflows then belong to whoever stops DBOS)."""
     s = runtime.settings
     s.check_worker()
-    await runtime.launch(on_adopted=_adopted)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if _early_stop.is_set():  # SIGTERM while the app was importing: launch, then drain
+        stop.set()
+    await runtime.launch(on_adopted=_adopted)
     if ready_message:
         print(f"dbos-agents worker ready executor_id={s.executor_id}", flush=True)
     reaper = asyncio.create_task(_every(s.reap_interval_sec, runtime.reap_tombstones, "reaping"))
@@ -100,5 +103,16 @@ async def _every(interval: float, job: Callable[[], Awaitable[object]], name: st
         await asyncio.sleep(interval)
 
 
+_early_stop = threading.Event()
+
+
+def _remember_stop(signum: int, frame: object) -> None:
+    _early_stop.set()
+
+
 def run_worker(spec: str) -> None:
+    """The CLI entry: a SIGTERM that arrives while the app imports or DBOS launches is
+    remembered and drains right after launch, so even an early stop exits 0."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _remember_stop)
     asyncio.run(serve_forever(load_runtime(spec)))
