@@ -31,9 +31,10 @@ from starlette.concurrency import run_in_threadpool
 
 from ..outcome import TERMINAL
 from ..records import HistoryEntry
+from ..store.schema import SCHEMA
 from .schemas import StatusEvent
 
-S = "dbos_agents"
+S = SCHEMA
 log = logging.getLogger("dbos_agents.server")
 BATCH = 500
 
