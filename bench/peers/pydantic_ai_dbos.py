@@ -1,0 +1,164 @@
+"""Pydantic AI + DBOS durable execution: the scripted conversation, ms per turn.
+
+The peer closest to dbos-agents: the same DBOS (3.4) on the same Postgres. The agent has the
+``DBOSDurability`` capability (Pydantic AI's current DBOS integration; ``DBOSAgent`` is its
+deprecated wrapper form), so every model request is a DBOS step, and the one tool is a
+``@DBOS.step`` ("tool as step", as Pydantic AI's DBOS docs say to make tools durable). The run
+is ``agent.run`` inside a ``@DBOS.workflow``, started with ``DBOS.start_workflow_async`` and
+awaited with ``get_result()`` -- the same shape as ``runtime.start(...).result()``.
+
+The model is pydantic_ai's ``FunctionModel``: ``turns`` responses that each call the trivial
+tool once, then a text answer. A session is one workflow: ``turns + 1`` model steps and
+``turns`` tool steps, all checkpointed before the workflow's result is returned.
+
+In the same process and the same DBOS instance it also measures the raw-DBOS floor of the
+issue (one async workflow, 2 trivial async steps per turn), interleaved session by session,
+so the ratio is against a floor measured in the same run.
+
+    bench/peers/.venv/bin/python bench/peers/pydantic_ai_dbos.py --database-url URL
+
+Prints one JSON line per system on stdout (see _common.emit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from _common import emit, parse_args, versions
+from dbos import DBOS, DBOSConfig
+from pydantic_ai import Agent
+from pydantic_ai.durable_exec.dbos import DBOSDurability
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+TURNS = 10  # set from --turns before the first run
+
+
+def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Scripted model: call the tool while fewer than TURNS responses exist, then answer."""
+    turn = sum(1 for m in messages if isinstance(m, ModelResponse))
+    if turn < TURNS:
+        args = {"order_id": f"o{turn}", "cents": 100}
+        return ModelResponse(parts=[ToolCallPart("charge", args, tool_call_id=f"call_{turn}")])
+    return ModelResponse(parts=[TextPart("done")])
+
+
+@DBOS.step(name="peers.charge")
+async def charge(order_id: str, cents: int) -> dict[str, object]:
+    """Charge an order (trivial): a DBOS step, so its result is checkpointed once."""
+    return {"charged": cents, "order_id": order_id}
+
+
+agent = Agent(
+    FunctionModel(respond, model_name="scripted"),
+    name="peers_bench",
+    tools=[charge],
+    capabilities=[DBOSDurability()],
+)
+
+
+@DBOS.workflow(name="peers.pydantic_ai_session")
+async def session(prompt: str) -> tuple[str, int]:
+    """One conversation: the whole agent run is this workflow's body."""
+    result = await agent.run(prompt)
+    return result.output, len(result.all_messages())
+
+
+@DBOS.step(name="peers.raw_model")
+async def raw_model(i: int) -> dict[str, object]:
+    return {"tool_calls": [{"name": "charge", "arguments": {"order_id": f"o{i}", "cents": 100}}]}
+
+
+@DBOS.step(name="peers.raw_tool")
+async def raw_tool(i: int) -> dict[str, object]:
+    return {"charged": 100, "i": i}
+
+
+@DBOS.workflow(name="peers.raw_loop")
+async def raw_loop(turns: int) -> int:
+    """The floor: 2 trivial async steps per turn, nothing else."""
+    for i in range(turns):
+        await raw_model(i)
+        await raw_tool(i)
+    return turns
+
+
+def dbos_url(url: str) -> str:
+    """DBOS's engine wants the psycopg (v3) driver named in the URL."""
+    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    raise ValueError("not a postgresql:// URL")
+
+
+async def timed_session(prompt: str) -> float:
+    """Wall ms from starting the workflow to its result, checking the conversation ran fully."""
+    t0 = time.perf_counter()
+    handle = await DBOS.start_workflow_async(session, prompt)
+    output, n_messages = await handle.get_result()
+    ms = (time.perf_counter() - t0) * 1000
+    # request + (response, tool return) per turn + final response
+    assert output == "done" and n_messages == 2 * TURNS + 2, (output, n_messages)
+    return ms
+
+
+async def timed_floor() -> float:
+    t0 = time.perf_counter()
+    await (await DBOS.start_workflow_async(raw_loop, TURNS)).get_result()
+    return (time.perf_counter() - t0) * 1000
+
+
+async def run(url: str, sessions: int) -> None:
+    config: DBOSConfig = {
+        "name": "peers-pydantic-ai",
+        "system_database_url": dbos_url(url),
+        "executor_id": "peers-bench",
+        "log_level": "ERROR",
+    }
+    DBOS(config=config)
+    DBOS.launch()
+    try:
+        await timed_session("warm-up")
+        await timed_floor()
+        ours: list[float] = []
+        floor: list[float] = []
+        for i in range(sessions):  # interleaved, so drift hits both equally
+            floor.append(await timed_floor() / TURNS)
+            ours.append(await timed_session(f"go {i}") / (TURNS + 1))
+    finally:
+        DBOS.destroy()
+    pkgs = versions("pydantic-ai-slim", "dbos", "psycopg")
+    emit(
+        "Pydantic AI + DBOS (capability, tool as step)",
+        ours,
+        turns=TURNS,
+        divisor=TURNS + 1,
+        measures=(
+            "DBOS.start_workflow_async(workflow running agent.run) -> get_result(); "
+            f"{TURNS + 1} model steps + {TURNS} tool steps checkpointed; ms / model calls"
+        ),
+        pkg_versions=pkgs,
+    )
+    emit(
+        "raw DBOS async workflow, 2 trivial steps per turn",
+        floor,
+        turns=TURNS,
+        divisor=TURNS,
+        measures="DBOS.start_workflow_async -> get_result(); 2 async steps per turn; ms / turns",
+        pkg_versions=pkgs,
+        floor=True,
+    )
+
+
+def main() -> None:
+    global TURNS
+    args = parse_args(__doc__.split("\n\n")[0])
+    TURNS = args.turns
+    logging.getLogger("dbos").setLevel(logging.ERROR)
+    asyncio.run(run(args.database_url, args.sessions))
+
+
+if __name__ == "__main__":
+    main()
