@@ -73,7 +73,7 @@ class SoakConfig:
     settle_timeout: float = 300.0
     """After the chaos: how long every session gets to reach a terminal status."""
     armed_restart_prob: float = 0.25
-    long_pause_prob: float = 0.15
+    long_pause_prob: float = 0.2
     interrupt_prob: float = 0.1
     follow_up_prob: float = 0.15
     ignore_prob: float = 0.08
@@ -133,6 +133,7 @@ class Stats:
     self_kills: int = 0
     sigterms: int = 0
     sigterm_exit_codes: list[int] = field(default_factory=list)
+    sigterm_bad: list[str] = field(default_factory=list)
     pg_restarts: int = 0
     outages: int = 0
     outage_seconds: float = 0.0
@@ -239,7 +240,7 @@ class Fleet:
     def _pause(self) -> float:
         rng = self.soak.rng
         if rng.random() < self.cfg.long_pause_prob:  # long enough for the other to adopt
-            return rng.uniform(self.cfg.stale_after + 0.5, self.cfg.stale_after + 2.5)
+            return rng.uniform(self.cfg.stale_after + 1.5, self.cfg.stale_after + 4.0)
         return rng.uniform(0.2, 1.5)
 
     def kill_random(self) -> bool:
@@ -264,17 +265,25 @@ class Fleet:
         return p is not None and "dbos-agents worker ready" in p.log()
 
     def sigterm_random(self) -> bool:
-        """SIGTERM a serving worker, as a deploy would, and wait for it to exit."""
+        """SIGTERM a live worker, as a deploy would (mostly one that serves, sometimes one
+        still importing or launching), and wait for it to exit."""
         with self.lock:
-            alive = [w for w in self.alive() if self.ready(w)]
+            alive = self.alive()
+            serving = [w for w in alive if self.ready(w)]
+            if serving and self.soak.rng.random() < 0.75:
+                alive = serving
             if not alive:
                 return False
             wid = self.soak.rng.choice(alive)
             p = self.procs[wid]
             assert p is not None
+            age = time.time() - self.lifetimes[wid][-1][0]
+            was_ready = self.ready(wid)
             self.expected_exit[wid] = True
             self.restart_at[wid] = float("inf")  # not while it drains
-        self.soak.event(f"SIGTERM {wid} pid={p.pid}")
+        self.soak.event(
+            f"SIGTERM {wid} pid={p.pid} age={age:.2f}s" + ("" if was_ready else " (not ready yet)")
+        )
         p.popen.send_signal(signal.SIGTERM)
         try:
             code = p.popen.wait(timeout=self.cfg.grace + 30)
@@ -282,6 +291,12 @@ class Fleet:
             p.kill()
             code = -999
         self.soak.stats.sigterms += 1
+        # Before the interpreter runs any of our code nothing can catch SIGTERM (-15 is then
+        # fine: nothing ran); from a second on, a worker must drain and exit 0.
+        if code != 0 and (was_ready or age > 1.0):
+            self.soak.stats.sigterm_bad.append(
+                f"{wid} pid={p.pid} exit={code} age={age:.2f}s ready={was_ready} log={p.log_path}"
+            )
         self.soak.stats.sigterm_exit_codes.append(code)
         self.soak.event(f"{wid} exited after SIGTERM code={code}")
         with self.lock:
@@ -662,9 +677,8 @@ class Soak:
             )
         if self.stats.unexpected_exits:
             counts["unexpected_worker_exits"] = len(self.stats.unexpected_exits)
-        bad_terms = [c for c in self.stats.sigterm_exit_codes if c != 0]
-        if bad_terms:
-            violations["sigterm_unclean_exit"] = [f"exit codes after SIGTERM: {bad_terms}"]
+        if self.stats.sigterm_bad:
+            violations["sigterm_unclean_exit"] = self.stats.sigterm_bad
         nviol = sum(len(v) for v in violations.values())
         s = self.stats
         summary = (
