@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import random
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ SIDE_EFFECTING = ("charge", "refund", "close_account")
 """Tools whose effects must happen at most once per call (the witness counts them)."""
 WAIT_TIMEOUT = timedelta(seconds=float(os.environ.get("SOAK_WAIT_TIMEOUT_SEC", "10")))
 IDLE_TTL = timedelta(seconds=float(os.environ.get("SOAK_IDLE_TTL_SEC", "5")))
+INJECT = os.environ.get("SOAK_INJECT", "")
+"""``double_effect`` plants a bug (5 % of effects happen twice) to prove the checks bite."""
 
 
 def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -62,6 +65,7 @@ def _record(kind: str, ctx: ToolContext, tool_name: str, **extra: Any) -> None:
         attempt=ctx.attempt,
         pid=os.getpid(),
         executor=os.environ.get("DBOS_AGENTS_EXECUTOR_ID"),
+        t=round(time.time(), 3),
         **extra,
     )
 
@@ -70,6 +74,8 @@ async def _effect(ctx: ToolContext, tool_name: str) -> None:
     _record("begin", ctx, tool_name)
     await _jitter()
     _record("effect", ctx, tool_name)  # the side effect: one O_APPEND write, survives a kill
+    if INJECT == "double_effect" and random.random() < 0.05:
+        _record("effect", ctx, tool_name)  # a planted bug: the checker must catch it
     await _jitter()
 
 

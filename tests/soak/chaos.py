@@ -390,7 +390,7 @@ class Soak:
     # ---- plumbing -------------------------------------------------------------------------
 
     def event(self, text: str) -> None:
-        line = f"{time.monotonic() - self.t0:8.2f}s {text}"
+        line = f"{time.monotonic() - self.t0:8.2f}s {time.strftime('%H:%M:%S')} {text}"
         with self.lock:
             self.stats.timeline.append(line)
 
@@ -978,7 +978,9 @@ def diagnose(soak: Soak, violations: dict[str, list[str]], focus: set[str]) -> s
                 out.append(f"\n#### session tree {root}")
                 for s in _rows(
                     conn,
-                    "SELECT id, agent, status, run_seq, workflow_id, error, inbox_open"
+                    "SELECT id, agent, status, run_seq, workflow_id, error, inbox_open,"
+                    " to_char(created_at, 'HH24:MI:SS.MS') AS created,"
+                    " to_char(updated_at, 'HH24:MI:SS.MS') AS updated"
                     " FROM dbos_agents.sessions WHERE root_session_id = :r ORDER BY created_at",
                     r=root,
                 ):
@@ -997,7 +999,9 @@ def diagnose(soak: Soak, violations: dict[str, list[str]], focus: set[str]) -> s
                     for c in _rows(
                         conn,
                         "SELECT tool_call_id, tool, status, attempts, error_kind, run_seq, turn,"
-                        " idempotency_key FROM dbos_agents.tool_calls WHERE session_id = :s",
+                        " idempotency_key, to_char(dispatched_at, 'HH24:MI:SS.MS') AS dispatched,"
+                        " to_char(completed_at, 'HH24:MI:SS.MS') AS completed"
+                        " FROM dbos_agents.tool_calls WHERE session_id = :s",
                         s=s.id,
                     ):
                         n = sum(
