@@ -20,6 +20,7 @@ result instead of declaring the outcome unknown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -206,8 +207,10 @@ async def attempt(
     async def connect() -> AsyncConnection:
         nonlocal conn
         if conn is not None:
-            await conn.invalidate()
-            await conn.close()
+            old, conn = conn, None
+            with contextlib.suppress(Exception):  # often closed already by the failure
+                await old.invalidate()
+                await old.close()
         conn = await engine.connect()
         if exclusive:
             got = (await _exec(conn, "SELECT pg_try_advisory_lock(:k)", k=key)).scalar_one()
@@ -284,9 +287,11 @@ async def _release(conn: AsyncConnection | None, key: int | None) -> None:
             await _exec(conn, "SELECT pg_advisory_unlock(:k)", k=key)
             await conn.commit()
     except Exception:
-        await conn.invalidate()
+        with contextlib.suppress(Exception):
+            await conn.invalidate()
     finally:
-        await conn.close()
+        with contextlib.suppress(Exception):
+            await conn.close()
 
 
 # --- reads --------------------------------------------------------------------------------

@@ -115,3 +115,23 @@ async def test_a_result_is_recorded_after_the_lock_connection_died(
     # The lock was released: another attempt gets in at once and sees the recorded result.
     async with calls.attempt(engine, sid, cid, "tok-3", exclusive=True) as again:
         assert again.recorded is not None and again.recorded["output"] == "done"
+
+
+async def test_a_result_is_recorded_after_an_outage_during_the_handler(
+    cluster: PrivateCluster, engine: AsyncEngine
+) -> None:
+    """Postgres is down for a while mid-handler and the first write attempts fail on the
+    dead connection; the attempt reconnects (discarding the closed one) and records."""
+    sid, cid = _new_call(cluster)
+    async with calls.attempt(engine, sid, cid, "tok-4", exclusive=True) as a:
+        await asyncio.to_thread(cluster.stop, "fast")
+
+        async def back() -> None:
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(cluster.start)
+
+        starter = asyncio.create_task(back())
+        stored = await a.record({"tool_call_id": cid, "ok": True, "output": "after outage"})
+        await starter
+    assert stored["output"] == "after outage"
+    assert _status(cluster, sid)[0] == "completed"
