@@ -16,14 +16,13 @@ import threading
 from typing import Final, Literal
 
 CrashPoint = Literal[
-    "model_call",  # inside the model step, after the provider answered, before its checkpoint
-    "after_model_step",  # model output checkpointed, before write #1
-    "after_record",  # write #1 committed (ledger 'requested'), before dispatch
+    "model_answered",  # in the model step: the provider answered, the turn is not recorded
+    "model_call",  # in the model step: the turn is recorded, the step not checkpointed
+    "after_model_step",  # model step checkpointed (its turn and the previous results recorded)
     "after_dispatch_mark",  # ledger 'dispatched' committed, before the handler runs
     "after_handler",  # handler returned, before its result row commits
     "after_tool_result",  # result row committed, before the tool step's checkpoint
-    "after_tool_steps",  # every tool step checkpointed, before write #2
-    "after_results",  # write #2 committed
+    "after_tool_steps",  # every tool step checkpointed, before the next model step
 ]
 CRASH_POINTS: Final[tuple[str, ...]] = CrashPoint.__args__  # type: ignore[attr-defined]
 ENV_VAR: Final = "DBOS_AGENTS_CRASH_AT"

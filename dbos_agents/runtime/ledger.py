@@ -84,13 +84,7 @@ class Ledger:
         self.begin_run = tx(name="dbos_agents.begin_run.v2", isolation_level=rc)(
             _gated(self._begin_run)
         )
-        self.record_turn = tx(name="dbos_agents.record_turn.v2", isolation_level=rc)(
-            _gated(self._record_turn)
-        )
-        self.record_results = tx(name="dbos_agents.record_results.v1", isolation_level=rc)(
-            _gated(self._record_results)
-        )
-        self.finish_run = tx(name="dbos_agents.finish_run.v2", isolation_level=rc)(
+        self.finish_run = tx(name="dbos_agents.finish_run.v3", isolation_level=rc)(
             _gated(self._finish_run)
         )
         self.dispatch_waits = tx(name="dbos_agents.dispatch_waits.v1", isolation_level=rc)(
@@ -119,52 +113,58 @@ class Ledger:
         began = await sessions.begin(db, spec, workflow_id)
         await sessions.lock_in_run(db, spec["session_id"])
         await self._close_dangling_calls(spec)
-        await self._deliver_late_notices(spec)
+        await _deliver_late_notices(db, spec)
         seq = await transcript.next_seq(db, spec["session_id"])
         await transcript.append(db, spec, seq, Message(role="user", content=spec["message"]))
         msgs = await transcript.read(db, spec["session_id"])
         return BeginResult(began=began, messages=[m.model_dump(mode="json") for m in msgs])
 
-    async def _record_turn(
+    async def turn_state(
+        self, spec: RunSpec, turn: int
+    ) -> tuple[dict[str, Any] | None, list[Message]]:
+        """In one round trip: what an earlier execution of this turn's model step recorded
+        (if anything), and the late answers the model has not seen yet."""
+
+        async def read() -> tuple[dict[str, Any] | None, list[Message]]:
+            async with self.ds.engine.connect() as conn:
+                recorded, late = await transcript.turn_state(conn, spec, turn)
+            return recorded, [_late_notice(r) for r in late]
+
+        return await calls.retry_transient("read turn state", read)
+
+    async def record_turn(
         self,
         spec: RunSpec,
         turn: int,
-        assistant: dict[str, Any],
+        previous: list[dict[str, Any]],
+        assistant: Message,
         ledger_calls: list[LedgerCall],
-        usage: dict[str, Any],
+        usage: Usage,
         model: str | None,
-    ) -> None:
-        """Write #1: the assistant message, one ledger row per call, usage and totals."""
-        db, sid = self.db, spec["session_id"]
-        await sessions.lock_in_run(db, sid)
-        seq = await transcript.next_seq(db, sid)
-        await transcript.append(db, spec, seq, Message.model_validate(assistant))
-        await calls.insert_requested(
-            db, sid, spec["run_seq"], turn, [dict(c) for c in ledger_calls]
-        )
-        u = Usage.model_validate(usage)
-        await transcript.record_usage(db, spec, turn, model, u)
-        await sessions.add_usage(db, sid, u)
+        output: dict[str, Any],
+        expect_notices: bool,
+    ) -> list[Message]:
+        """The model step's one write (a plain transaction, no checkpoint of its own): the
+        previous turn's results, late-answer notices, this turn's assistant message, ledger
+        rows and usage, and ``output`` (what the step returns) for a replay. Returns the
+        notices it delivered."""
 
-    async def _record_results(
-        self, spec: RunSpec, results: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
-        """Write #2: one tool message per call, ledger rows and pending rows settled.
+        async def write() -> list[Message]:
+            async with self.ds.engine.begin() as db:
+                sid = spec["session_id"]
+                await sessions.lock_in_run(db, sid)
+                seq = await _write_results(db, spec, previous, check_answered=False)
+                notices = await _deliver_late_notices(db, spec, seq) if expect_notices else []
+                await transcript.append(db, spec, seq + len(notices), assistant)
+                await calls.insert_requested(
+                    db, sid, spec["run_seq"], turn, [dict(c) for c in ledger_calls]
+                )
+                full = {**output, "notices": [m.model_dump(mode="json") for m in notices]}
+                await transcript.record_usage(db, spec, turn, model, usage, full)
+                await sessions.add_usage(db, sid, usage)
+                return notices
 
-        Returns the late-answer notices delivered with it, for the next model turn."""
-        db, sid = self.db, spec["session_id"]
-        await sessions.lock_in_run(db, sid)
-        seq = await transcript.next_seq(db, sid)
-        for offset, raw in enumerate(results):
-            res = ToolResult.model_validate(raw)
-            msg = Message(
-                role="tool", content=res.content(), tool_call_id=res.tool_call_id, name=res.tool
-            )
-            await transcript.append(db, spec, seq + offset, msg)
-            await calls.settle(db, sid, raw)
-            await pending.resolve(db, spec["root_session_id"], res.tool_call_id)
-        await sessions.touch(db, sid)
-        return [m.model_dump(mode="json") for m in await self._deliver_late_notices(spec)]
+        return await calls.retry_transient("record turn", write)
 
     async def _finish_run(
         self,
@@ -173,9 +173,14 @@ class Ledger:
         output: str | None,
         error: str | None,
         open_inbox: bool = False,
+        results: list[dict[str, Any]] | None = None,
     ) -> bool:
-        """The run's outcome on the session row (only while this run owns it) and its open
-        waits closed, whatever the outcome: nobody will read them any more."""
+        """The run's last results (a run stopped by ``max_turns`` or the budget after a
+        turn of tools), its outcome on the session row (only while this run owns it), and
+        its open waits closed, whatever the outcome: nobody will read them any more."""
+        if results:
+            await sessions.lock_in_run(self.db, spec["session_id"])
+            await _write_results(self.db, spec, results)
         await pending.close_open(self.db, spec["session_id"], f"run_{status}")
         return await sessions.finish(self.db, spec, status, output, error, open_inbox)
 
@@ -219,7 +224,8 @@ class Ledger:
         stays well-formed (every tool call answered) before the next user message."""
         rows = await calls.unanswered(self.db, spec["session_id"])
         if rows:
-            await self._record_results(
+            await _write_results(
+                self.db,
                 spec,
                 [
                     dict(r.result)
@@ -234,21 +240,50 @@ class Ledger:
                 ],
             )
 
-    async def _deliver_late_notices(self, spec: RunSpec) -> list[Message]:
-        """One notice per late answer, the first time the owning session runs a turn after it."""
-        db = self.db
-        rows = await pending.take_late_answers(db, spec["session_id"])
-        notices = []
+
+async def _write_results(
+    db: Any, spec: RunSpec, results: list[dict[str, Any]], *, check_answered: bool = True
+) -> int:
+    """Tool messages (one per call, skipping calls already answered unless the caller
+    knows none is), ledger rows settled, waits resolved. The caller holds the row lock.
+    Returns the next free message sequence number."""
+    sid = spec["session_id"]
+    todo = results
+    if check_answered and results:
+        done = await transcript.answered_calls(db, sid, [r["tool_call_id"] for r in results])
+        todo = [r for r in results if r["tool_call_id"] not in done]
+    seq = await transcript.next_seq(db, sid)
+    if not todo:
+        return seq
+    for offset, raw in enumerate(todo):
+        res = ToolResult.model_validate(raw)
+        msg = Message(
+            role="tool", content=res.content(), tool_call_id=res.tool_call_id, name=res.tool
+        )
+        await transcript.append(db, spec, seq + offset, msg)
+        await calls.settle(db, sid, raw)
+        await pending.resolve(db, spec["root_session_id"], res.tool_call_id)
+    return seq + len(todo)
+
+
+def _late_notice(row: Any) -> Message:
+    return Message(
+        role="system",
+        content=(
+            f"Late answer: the result of {row.tool} (call {row.tool_call_id}) arrived "
+            "after that call had timed out, so it was not used. It was: "
+            + json.dumps(row.late_submission, sort_keys=True)
+        ),
+    )
+
+
+async def _deliver_late_notices(db: Any, spec: RunSpec, seq: int | None = None) -> list[Message]:
+    """One notice per late answer, the first time the owning session records a turn or a
+    run begins after it."""
+    rows = await pending.take_late_answers(db, spec["session_id"])
+    notices = [_late_notice(r) for r in rows]
+    if seq is None:
         seq = await transcript.next_seq(db, spec["session_id"])
-        for offset, row in enumerate(rows):
-            msg = Message(
-                role="system",
-                content=(
-                    f"Late answer: the result of {row.tool} (call {row.tool_call_id}) arrived "
-                    "after that call had timed out, so it was not used. It was: "
-                    + json.dumps(row.late_submission, sort_keys=True)
-                ),
-            )
-            await transcript.append(db, spec, seq + offset, msg)
-            notices.append(msg)
-        return notices
+    for offset, msg in enumerate(notices):
+        await transcript.append(db, spec, seq + offset, msg)
+    return notices

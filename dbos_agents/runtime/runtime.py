@@ -219,9 +219,10 @@ class AgentRuntime:
 
         async def get_result(wf: str) -> Any:
             handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(wf)
-            # A persistent session's workflow outlives the run: wait for the run's event,
-            # unless the workflow ended without publishing it (then its result or error).
-            while persistent:
+            # Every run publishes its outcome as an event, which DBOS delivers by
+            # notification (no polling); a persistent session's workflow also outlives the
+            # run. Fall back to the workflow's result or error when it ended without one.
+            while True:
                 value = await DBOS.get_event_async(wf, run_event_key(run_seq), 5)
                 if value is not None:
                     return value

@@ -1,4 +1,4 @@
-"""The session workflow's I/O steps: the model call and one tool call.
+"""The tool step: one server tool call (the model step is in ``model_step``).
 
 The tool step holds the at-most-once guard. Under the call's advisory lock (so no earlier
 attempt can still be running) it commits ``dispatched`` before the handler runs and the
@@ -11,15 +11,10 @@ run a second time: ``verify`` settles the outcome, or the model gets a
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from typing import Any, TypedDict
 
-from dbos import DBOS
-
-from ..errors import ModelError, TransientModelError
-from ..models.base import ModelRequest
 from ..results import ToolResult, durability_error
 from ..tools import Tool, ToolContext
 from . import drain
@@ -27,37 +22,6 @@ from .context import get_context
 from .crashpoints import crash_point
 
 log = logging.getLogger("dbos_agents")
-
-
-@DBOS.step(name="dbos_agents.model.v1")
-async def model_step(request: dict[str, Any]) -> dict[str, Any]:
-    """Call the model; retry transient provider errors with capped exponential backoff."""
-    async with drain.step():
-        return await _complete(request)
-
-
-async def _complete(request: dict[str, Any]) -> dict[str, Any]:
-    ctx = get_context()
-    req = ModelRequest.model_validate(request)
-    attempts = max(1, ctx.settings.model_max_attempts)
-    delay = ctx.settings.model_backoff_initial_sec
-    for attempt in range(1, attempts + 1):
-        try:
-            response = await ctx.model.complete(req)
-            break
-        except TransientModelError as exc:
-            if attempt == attempts:
-                raise ModelError(
-                    f"model {ctx.model.name!r} failed {attempts} times; last error: {exc}"
-                ) from exc
-            log.warning(
-                "model call failed, retrying",
-                extra={"event": "model_retry", "attempt": attempt, "error": str(exc)},
-            )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, ctx.settings.model_backoff_max_sec)
-    crash_point("model_call")
-    return response.model_dump(mode="json")
 
 
 class ToolCallSpec(TypedDict):

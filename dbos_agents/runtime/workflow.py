@@ -1,8 +1,9 @@
 """The session workflow (``dbos_agents.session.v1``): the agent loop as a DBOS workflow.
 
-Per turn: model step -> write #1 (assistant message, ledger rows, usage) -> tool steps
-(concurrent, step ids reserved in call order) -> write #2 (tool results). The body is
-deterministic: it reads no clock, no randomness and no environment, and all I/O is in steps.
+Per turn: the model step (which records the previous turn's tool results and its own turn
+in one transaction) -> tool steps (concurrent, step ids reserved in call order, each
+recording its own result row). The body is deterministic: it reads no clock, no randomness
+and no environment, and all I/O is in steps.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 
 from ..agent import Agent
 from ..errors import ModelError, UnknownAgentError
-from ..ids import INBOX_TOPIC, WORKFLOW_NAME, idempotency_key, run_event_key
+from ..ids import INBOX_TOPIC, WORKFLOW_NAME, run_event_key
 from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
@@ -26,8 +27,7 @@ from ..results import ToolResult
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import Planned, Turn, kind_of
-from .ledger import LedgerCall
-from .steps import model_step
+from .model_step import model_step
 from .waits import RunInterrupted
 
 
@@ -35,25 +35,6 @@ def _budget_left(agent: Agent, usage: Usage) -> bool:
     if agent.budget_tokens is not None and usage.total_tokens >= agent.budget_tokens:
         return False
     return not (agent.budget_usd is not None and usage.cost_usd >= agent.budget_usd)
-
-
-def _unique_ids(calls: list[ToolCall], used: set[str], turn: int, namespace: str) -> list[ToolCall]:
-    """Give every call an id unique in the session, and in a sub-agent unique under the
-    root too: the ledger keys on (session, id) and pending calls on (root session, id)."""
-    out = []
-    for i, c in enumerate(calls):
-        cid = (c.id or f"call_{turn}_{i + 1}") + namespace
-        if cid in used:
-            cid = f"{cid}_{turn}_{i + 1}"
-        used.add(cid)
-        out.append(c.model_copy(update={"id": cid}))
-    return out
-
-
-def _ledger_kind(agent: Agent, call: ToolCall) -> str:
-    """The ledger's kind column; an unknown tool is recorded as a server call."""
-    known = call.name in agent.tools or call.name in agent.client_tools
-    return kind_of(agent, call).name if known or call.name in agent.sub_agents else "server"
 
 
 def _prevalidate(agent: Agent, call: ToolCall) -> ToolResult | dict[str, Any]:
@@ -142,8 +123,9 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
             session_id=spec["session_id"], run_seq=spec["run_seq"], status="failed", error=str(exc)
         ).model_dump(mode="json")
     while True:
+        unrecorded: list[dict[str, Any]] = []
         try:
-            outcome = await _run_once(spec, agent)
+            outcome, unrecorded = await _run_once(spec, agent)
         except DBOSException:
             raise  # DBOS's own control flow (ownership lost, ...): not ours to handle
         except Exception as exc:  # a bug or an outage: end the run visibly, never silently
@@ -155,12 +137,11 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
             )
         wait_next = agent.persistent and outcome.status != "interrupted"
         await get_context().ledger.finish_run(
-            spec, outcome.status, outcome.output, outcome.error, wait_next
+            spec, outcome.status, outcome.output, outcome.error, wait_next, unrecorded
         )
-        if agent.persistent:
-            await DBOS.set_event_async(
-                run_event_key(spec["run_seq"]), outcome.model_dump(mode="json")
-            )
+        # Every run publishes its outcome: DBOS wakes a waiting get_event by notification,
+        # so SessionHandle.result() returns without polling.
+        await DBOS.set_event_async(run_event_key(spec["run_seq"]), outcome.model_dump(mode="json"))
         if not wait_next:
             return outcome.model_dump(mode="json")
         message = await DBOS.recv_async(INBOX_TOPIC, timeout_seconds=agent.idle_ttl.total_seconds())
@@ -173,14 +154,17 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
         spec = RunSpec(**{**spec, "run_seq": message["run_seq"], "message": message["message"]})
 
 
-async def _run_once(spec: RunSpec, agent: Agent) -> RunOutcome:
-    """One run: the loop of turns caused by one user message."""
+async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[str, Any]]]:
+    """One run: the loop of turns caused by one user message. Returns its outcome and the
+    results of its last turn of tools if no model step recorded them (the run stopped at
+    ``max_turns``, the budget or a model failure); ``finish_run`` records those."""
     ledger = get_context().ledger
     begun = await ledger.begin_run(spec)
     if not begun["began"]:  # interrupted (or overtaken) before it began: do nothing more
-        return RunOutcome(
+        out = RunOutcome(
             session_id=spec["session_id"], run_seq=spec["run_seq"], status="interrupted"
         )
+        return out, []
     messages = [Message.model_validate(m) for m in begun["messages"]]
     used_ids = {c.id for m in messages for c in m.tool_calls}
     prior_turns = sum(1 for m in messages if m.role == "assistant")
@@ -195,6 +179,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> RunOutcome:
     status: RunStatus = "completed"
     output: str | None = None
     error: str | None = None
+    unrecorded: list[dict[str, Any]] = []  # the last tool results, until a model step records them
     while True:
         if turns >= agent.max_turns:
             status = "max_turns"
@@ -209,43 +194,33 @@ async def _run_once(spec: RunSpec, agent: Agent) -> RunOutcome:
             tools=tools,
             settings=agent.model_settings,
         )
+        turn_no = prior_turns + turns + 1
         try:
-            response = ModelResponse.model_validate(
-                await model_step(request.model_dump(mode="json"))
+            step_out = await model_step(
+                spec,
+                turn_no,
+                request.model_dump(mode="json"),
+                unrecorded,
+                sorted(used_ids),
+                namespace,
             )
         except ModelError as exc:
             status, error = "failed", str(exc)
             break
+        except DBOSException:
+            raise
         except Exception as exc:  # an adapter bug: fail the run clearly, never hang it
             status, error = "failed", f"model adapter raised {type(exc).__name__}: {exc}"
             break
         crash_point("after_model_step")
+        unrecorded = []
+        response = ModelResponse.model_validate(step_out["response"])
+        messages.extend(Message.model_validate(n) for n in step_out.get("notices", []))
         turns += 1
         usage = usage + response.usage
-        turn_no = prior_turns + turns
-        calls = _unique_ids(response.tool_calls, used_ids, turn_no, namespace)
-        assistant = Message(role="assistant", content=response.text, tool_calls=calls)
-        ledger_calls = [
-            LedgerCall(
-                tool_call_id=c.id,
-                tool=c.name,
-                kind=_ledger_kind(agent, c),
-                arguments=c.arguments,
-                idempotency_key=idempotency_key(spec["session_id"], c.id),
-                safe_to_retry=c.name not in agent.tools or agent.tools[c.name].safe_to_retry,
-            )
-            for c in calls
-        ]
-        await ledger.record_turn(
-            spec,
-            turn_no,
-            assistant.model_dump(mode="json"),
-            ledger_calls,
-            response.usage.model_dump(mode="json"),
-            response.model,
-        )
-        crash_point("after_record")
-        messages.append(assistant)
+        calls = response.tool_calls
+        used_ids.update(c.id for c in calls)
+        messages.append(Message(role="assistant", content=response.text, tool_calls=calls))
         if not calls:
             output = response.text
             break
@@ -255,14 +230,12 @@ async def _run_once(spec: RunSpec, agent: Agent) -> RunOutcome:
             status = "interrupted"
             break
         crash_point("after_tool_steps")
-        notices = await ledger.record_results(spec, [r.model_dump(mode="json") for r in results])
-        crash_point("after_results")
+        unrecorded = [r.model_dump(mode="json") for r in results]
         messages.extend(
             Message(role="tool", content=r.content(), tool_call_id=r.tool_call_id, name=r.tool)
             for r in results
         )
-        messages.extend(Message.model_validate(n) for n in notices)
-    return RunOutcome(
+    outcome = RunOutcome(
         session_id=spec["session_id"],
         run_seq=spec["run_seq"],
         status=status,
@@ -271,3 +244,4 @@ async def _run_once(spec: RunSpec, agent: Agent) -> RunOutcome:
         turns=turns,
         usage=usage,
     )
+    return outcome, unrecorded

@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from ..records import ToolCallRecord
 from .schema import SCHEMA as S
+from .transcript import Db
 
 log = logging.getLogger("dbos_agents")
 CallKind = Literal["server", "client", "approval", "subagent"]
@@ -80,7 +81,7 @@ async def _exec(db: AsyncSession | AsyncConnection, sql: str, **params: Any) -> 
 
 
 async def insert_requested(
-    db: AsyncSession,
+    db: Db,
     session_id: str,
     run_seq: int,
     turn: int,
@@ -105,7 +106,7 @@ async def insert_requested(
         )
 
 
-async def mark_dispatched(db: AsyncSession, session_id: str, tool_call_ids: list[str]) -> None:
+async def mark_dispatched(db: Db, session_id: str, tool_call_ids: list[str]) -> None:
     """Client-tool waits registered and sub-agents about to start: they may now act."""
     if tool_call_ids:
         await _exec(
@@ -118,7 +119,7 @@ async def mark_dispatched(db: AsyncSession, session_id: str, tool_call_ids: list
         )
 
 
-async def settle(db: AsyncSession, session_id: str, result: dict[str, Any]) -> None:
+async def settle(db: Db, session_id: str, result: dict[str, Any]) -> None:
     """Write #2: the result the model will read (a result row the attempt already wrote is
     kept: it is the same result)."""
     err = result.get("error") or {}
@@ -137,7 +138,7 @@ async def settle(db: AsyncSession, session_id: str, result: dict[str, Any]) -> N
     )
 
 
-async def unanswered(db: AsyncSession, session_id: str) -> list[sa.Row[Any]]:
+async def unanswered(db: Db, session_id: str) -> list[sa.Row[Any]]:
     """Calls of earlier runs whose result never reached the transcript (their run was
     interrupted); ``result`` is set when an attempt finished and recorded one anyway."""
     rows = await _exec(
@@ -172,26 +173,41 @@ class Attempt:
 
 
 _MARK = f"""
-WITH old AS (
+WITH lk AS MATERIALIZED (
+    SELECT CASE WHEN :lock THEN pg_try_advisory_lock(:k) ELSE true END AS got
+),
+old AS (
     SELECT status, result, attempt_token FROM {S}.tool_calls
-    WHERE session_id = :s AND tool_call_id = :id FOR UPDATE
+    WHERE session_id = :s AND tool_call_id = :id AND (SELECT got FROM lk) FOR UPDATE
+),
+upd AS (
+    UPDATE {S}.tool_calls t SET
+        status = CASE WHEN old.status = 'requested' THEN 'dispatched' ELSE old.status END,
+        attempts = CASE WHEN old.attempt_token IS DISTINCT FROM :tok THEN t.attempts + 1
+                   ELSE t.attempts END,
+        prior_status = CASE WHEN old.attempt_token IS DISTINCT FROM :tok THEN old.status
+                       ELSE t.prior_status END,
+        attempt_token = :tok,
+        dispatched_at = coalesce(t.dispatched_at, now())
+    FROM old WHERE t.session_id = :s AND t.tool_call_id = :id
+    RETURNING t.prior_status, t.result, t.attempts
 )
-UPDATE {S}.tool_calls t SET
-    status = CASE WHEN old.status = 'requested' THEN 'dispatched' ELSE old.status END,
-    attempts = CASE WHEN old.attempt_token IS DISTINCT FROM :tok THEN t.attempts + 1
-               ELSE t.attempts END,
-    prior_status = CASE WHEN old.attempt_token IS DISTINCT FROM :tok THEN old.status
-                   ELSE t.prior_status END,
-    attempt_token = :tok,
-    dispatched_at = coalesce(t.dispatched_at, now())
-FROM old WHERE t.session_id = :s AND t.tool_call_id = :id
-RETURNING t.prior_status, t.result, t.attempts
+SELECT (SELECT got FROM lk) AS got, upd.prior_status, upd.result, upd.attempts
+FROM (SELECT 1) AS one LEFT JOIN upd ON true
 """
+"""One round trip: take the call's lock if free (else change nothing) and mark the attempt."""
+
 _RECORD = f"""
-UPDATE {S}.tool_calls SET status = :st, result = CAST(:res AS jsonb), error_kind = :kind,
-    completed_at = now()
-WHERE session_id = :s AND tool_call_id = :id AND result IS NULL
+WITH u AS (
+    UPDATE {S}.tool_calls SET status = :st, result = CAST(:res AS jsonb), error_kind = :kind,
+        completed_at = now()
+    WHERE session_id = :s AND tool_call_id = :id AND result IS NULL
+    RETURNING result
+)
+SELECT coalesce((SELECT result FROM u), (SELECT result FROM {S}.tool_calls
+    WHERE session_id = :s AND tool_call_id = :id)) AS result
 """
+"""One round trip: the first result recorded wins, and is returned."""
 
 
 @asynccontextmanager
@@ -200,34 +216,45 @@ async def attempt(
 ) -> AsyncIterator[Attempt]:
     """Begin an attempt (see the module doc). ``exclusive`` (side-effecting tools) holds the
     call's advisory lock until the attempt ends; ``token`` is unique per step execution,
-    so a retried dispatch mark of the same execution is not mistaken for an earlier one."""
+    so a retried dispatch mark of the same execution is not mistaken for an earlier one.
+
+    The connection runs in autocommit: each write commits as its one statement returns, so
+    the whole attempt costs three round trips (mark, record, unlock)."""
     key = lock_key(session_id, tool_call_id)
     conn: AsyncConnection | None = None
+    locked = False
 
     async def connect() -> AsyncConnection:
-        nonlocal conn
+        nonlocal conn, locked
         if conn is not None:
             old, conn = conn, None
+            locked = False  # the lock died with the old connection's session
             with contextlib.suppress(Exception):  # often closed already by the failure
                 await old.invalidate()
                 await old.close()
-        conn = await engine.connect()
-        if exclusive:
-            got = (await _exec(conn, "SELECT pg_try_advisory_lock(:k)", k=key)).scalar_one()
-            if not got:
-                log.warning(
-                    "an earlier attempt of this tool call may still be running: waiting for it",
-                    extra={"event": "tool_attempt_wait", "tool_call_id": tool_call_id},
-                )
-                await _exec(conn, "SELECT pg_advisory_lock(:k)", k=key)
-            await conn.commit()
+        fresh = await engine.connect()
+        conn = await fresh.execution_options(isolation_level="AUTOCOMMIT")
         return conn
 
+    async def wait_for_lock(c: AsyncConnection) -> None:
+        nonlocal locked
+        log.warning(
+            "an earlier attempt of this tool call may still be running: waiting for it",
+            extra={"event": "tool_attempt_wait", "tool_call_id": tool_call_id},
+        )
+        await _exec(c, "SELECT pg_advisory_lock(:k)", k=key)
+        locked = True
+
     async def mark() -> sa.Row[Any]:
+        nonlocal locked
         c = await connect()
-        row = (await _exec(c, _MARK, s=session_id, id=tool_call_id, tok=token)).first()
-        await c.commit()
-        if row is None:
+        params = {"s": session_id, "id": tool_call_id, "tok": token, "k": key}
+        row = (await _exec(c, _MARK, lock=exclusive, **params)).one()
+        if exclusive and not row.got:
+            await wait_for_lock(c)
+            row = (await _exec(c, _MARK, lock=False, **params)).one()
+        locked = exclusive
+        if row.attempts is None:
             raise LookupError(f"no ledger row for tool call {tool_call_id!r}")
         return row
 
@@ -235,30 +262,28 @@ async def attempt(
         healthy = True
 
         async def write() -> dict[str, Any]:
-            nonlocal healthy
+            nonlocal healthy, locked
             c = conn if conn is not None and healthy else await connect()
             healthy = True
             err = result.get("error") or {}
             try:
-                await _exec(
-                    c,
-                    _RECORD,
-                    st="completed" if result["ok"] else "failed",
-                    res=json.dumps(result),
-                    kind=err.get("kind"),
-                    s=session_id,
-                    id=tool_call_id,
-                )
+                if exclusive and not locked:
+                    got = (await _exec(c, "SELECT pg_try_advisory_lock(:k)", k=key)).scalar()
+                    if got:
+                        locked = True
+                    else:
+                        await wait_for_lock(c)
                 stored = (
                     await _exec(
                         c,
-                        f"SELECT result FROM {S}.tool_calls WHERE session_id = :s"
-                        " AND tool_call_id = :id",
+                        _RECORD,
+                        st="completed" if result["ok"] else "failed",
+                        res=json.dumps(result),
+                        kind=err.get("kind"),
                         s=session_id,
                         id=tool_call_id,
                     )
                 ).scalar_one()
-                await c.commit()
             except Exception:
                 healthy = False  # reconnect (and re-lock) before the next try
                 raise
@@ -275,7 +300,7 @@ async def attempt(
             _record=record,
         )
     finally:
-        await _release(conn, key if exclusive else None)
+        await _release(conn, key if exclusive and locked else None)
 
 
 async def _release(conn: AsyncConnection | None, key: int | None) -> None:
@@ -285,7 +310,6 @@ async def _release(conn: AsyncConnection | None, key: int | None) -> None:
     try:
         if key is not None and not conn.invalidated:
             await _exec(conn, "SELECT pg_advisory_unlock(:k)", k=key)
-            await conn.commit()
     except Exception:
         with contextlib.suppress(Exception):
             await conn.invalidate()

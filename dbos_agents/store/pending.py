@@ -19,11 +19,11 @@ import json
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..records import PendingCall, PendingKind
 from ..runtime._dbos_compat import ENDED
 from .schema import SCHEMA as S
+from .transcript import Db
 
 OPEN = ("waiting", "submitted")
 
@@ -32,7 +32,7 @@ OPEN = ("waiting", "submitted")
 
 
 async def register(
-    db: AsyncSession,
+    db: Db,
     *,
     root_session_id: str,
     tool_call_id: str,
@@ -72,7 +72,7 @@ async def register(
     return float(r.scalar_one())
 
 
-async def settle_timeout(db: AsyncSession, root_session_id: str, tool_call_id: str) -> str:
+async def settle_timeout(db: Db, root_session_id: str, tool_call_id: str) -> str:
     """At the deadline: ``timed_out`` unless a submit or an interrupt won the race; returns
     the status the row is left in."""
     r = await db.execute(
@@ -87,7 +87,7 @@ async def settle_timeout(db: AsyncSession, root_session_id: str, tool_call_id: s
     return str(r.scalar_one())
 
 
-async def resolve(db: AsyncSession, root_session_id: str, tool_call_id: str) -> None:
+async def resolve(db: Db, root_session_id: str, tool_call_id: str) -> None:
     """Write #2 recorded the call's result: the wait is over."""
     await db.execute(
         sa.text(
@@ -99,7 +99,7 @@ async def resolve(db: AsyncSession, root_session_id: str, tool_call_id: str) -> 
     )
 
 
-async def close_open(db: AsyncSession, owner_session_id: str, reason: str) -> int:
+async def close_open(db: Db, owner_session_id: str, reason: str) -> int:
     """The run that owns these waits ended: nobody will read them any more."""
     r = await db.execute(
         sa.text(
@@ -112,7 +112,7 @@ async def close_open(db: AsyncSession, owner_session_id: str, reason: str) -> in
     return len(r.all())
 
 
-async def take_late_answers(db: AsyncSession, owner_session_id: str) -> list[sa.Row[Any]]:
+async def take_late_answers(db: Db, owner_session_id: str) -> list[sa.Row[Any]]:
     """Late answers not yet shown to the model, marked shown (one notice each)."""
     r = await db.execute(
         sa.text(

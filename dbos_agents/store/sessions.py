@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..messages import Usage
 from ..outcome import RunSpec, SessionInfo
 from .schema import SCHEMA as S
+from .transcript import Db
 
 BUSY = ("queued", "running")
 
@@ -117,7 +117,7 @@ def get(engine: sa.Engine, session_id: str) -> SessionInfo | None:
 # --- inside the workflow (datasource transactions) -------------------------------------------
 
 
-async def begin(db: AsyncSession, spec: RunSpec, workflow_id: str) -> bool:
+async def begin(db: Db, spec: RunSpec, workflow_id: str) -> bool:
     """Mark the run ``running`` (a sub-agent's row is created here). False when the run is
     fenced off: the session was interrupted, or a newer run owns it."""
     r = await db.execute(
@@ -155,14 +155,14 @@ async def begin(db: AsyncSession, spec: RunSpec, workflow_id: str) -> bool:
     return began
 
 
-async def lock_in_run(db: AsyncSession, session_id: str) -> None:
+async def lock_in_run(db: Db, session_id: str) -> None:
     """Serialize the run's writes on the row (message sequence numbers)."""
     await db.execute(
         sa.text(f"SELECT 1 FROM {S}.sessions WHERE id = :s FOR UPDATE"), {"s": session_id}
     )
 
 
-async def add_usage(db: AsyncSession, session_id: str, usage: Usage) -> None:
+async def add_usage(db: Db, session_id: str, usage: Usage) -> None:
     await db.execute(
         sa.text(
             f"UPDATE {S}.sessions SET turns = turns + 1, input_tokens = input_tokens + :i,"
@@ -173,14 +173,14 @@ async def add_usage(db: AsyncSession, session_id: str, usage: Usage) -> None:
     )
 
 
-async def touch(db: AsyncSession, session_id: str) -> None:
+async def touch(db: Db, session_id: str) -> None:
     await db.execute(
         sa.text(f"UPDATE {S}.sessions SET updated_at = now() WHERE id = :s"), {"s": session_id}
     )
 
 
 async def finish(
-    db: AsyncSession,
+    db: Db,
     spec: RunSpec,
     status: str,
     output: str | None,
@@ -207,7 +207,7 @@ async def finish(
     return r.first() is not None
 
 
-async def close_inbox(db: AsyncSession, session_id: str, run_seq: int) -> bool:
+async def close_inbox(db: Db, session_id: str, run_seq: int) -> bool:
     """At the idle TTL: close the inbox unless a message was sent meanwhile (the sender
     bumped ``run_seq`` under the same row lock); True when the workflow may end."""
     r = await db.execute(

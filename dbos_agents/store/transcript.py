@@ -7,17 +7,22 @@ Messages are numbered per session under the session row lock; a unique index kee
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from ..messages import Message, Usage
 from ..outcome import RunSpec
 from ..records import HistoryEntry
 from .schema import SCHEMA as S
 
+Db = AsyncSession | AsyncConnection
+"""A datasource transaction's session, or a plain connection in a step's own transaction."""
 
-async def next_seq(db: AsyncSession, session_id: str) -> int:
+
+async def next_seq(db: Db, session_id: str) -> int:
     r = await db.execute(
         sa.text(f"SELECT coalesce(max(seq), 0) + 1 FROM {S}.messages WHERE session_id = :s"),
         {"s": session_id},
@@ -25,7 +30,7 @@ async def next_seq(db: AsyncSession, session_id: str) -> int:
     return int(r.scalar_one())
 
 
-async def append(db: AsyncSession, spec: RunSpec, seq: int, msg: Message) -> None:
+async def append(db: Db, spec: RunSpec, seq: int, msg: Message) -> None:
     await db.execute(
         sa.text(
             f"INSERT INTO {S}.messages (session_id, seq, run_seq, role, content, tool_calls,"
@@ -47,7 +52,7 @@ async def append(db: AsyncSession, spec: RunSpec, seq: int, msg: Message) -> Non
     )
 
 
-async def read(db: AsyncSession, session_id: str) -> list[Message]:
+async def read(db: Db, session_id: str) -> list[Message]:
     rows = await db.execute(
         sa.text(
             f"SELECT role, content, tool_calls, tool_call_id, name FROM {S}.messages"
@@ -68,12 +73,20 @@ async def read(db: AsyncSession, session_id: str) -> list[Message]:
 
 
 async def record_usage(
-    db: AsyncSession, spec: RunSpec, turn: int, model: str | None, usage: Usage
+    db: Db,
+    spec: RunSpec,
+    turn: int,
+    model: str | None,
+    usage: Usage,
+    response: dict[str, Any] | None = None,
 ) -> None:
+    """The turn's usage row; ``response`` (the model step's output) makes the turn
+    replayable without a second model call."""
     await db.execute(
         sa.text(
             f"INSERT INTO {S}.usage (session_id, run_seq, turn, model, input_tokens,"
-            " output_tokens, cost_usd, tenant_id) VALUES (:s, :run, :turn, :model, :i, :o, :c, :t)"
+            " output_tokens, cost_usd, tenant_id, response) VALUES (:s, :run, :turn, :model,"
+            " :i, :o, :c, :t, CAST(:resp AS jsonb))"
         ),
         {
             "s": spec["session_id"],
@@ -84,8 +97,41 @@ async def record_usage(
             "o": usage.output_tokens,
             "c": usage.cost_usd,
             "t": spec["tenant_id"],
+            "resp": json.dumps(response),
         },
     )
+
+
+async def turn_state(db: Db, spec: RunSpec, turn: int) -> tuple[dict[str, Any] | None, list[Any]]:
+    """The recorded output of a turn (if any) and the owner's unseen late answers, in one
+    statement (the model step's only read)."""
+    r = await db.execute(
+        sa.text(
+            f"SELECT (SELECT response FROM {S}.usage WHERE session_id = :s AND run_seq = :run"
+            " AND turn = :turn) AS recorded, (SELECT coalesce(json_agg(json_build_object("
+            "'tool_call_id', tool_call_id, 'tool', tool, 'late_submission', late_submission)"
+            f" ORDER BY tool_call_id), '[]') FROM {S}.pending_calls WHERE owner_session_id = :s"
+            " AND late_submission IS NOT NULL AND NOT late_noticed) AS late"
+        ),
+        {"s": spec["session_id"], "run": spec["run_seq"], "turn": turn},
+    )
+    row = r.one()
+    late = [SimpleNamespace(**x) for x in row.late]
+    return (None if row.recorded is None else dict(row.recorded)), late
+
+
+async def answered_calls(db: Db, session_id: str, tool_call_ids: list[str]) -> set[str]:
+    """Which of these calls already have their tool message."""
+    if not tool_call_ids:
+        return set()
+    r = await db.execute(
+        sa.text(
+            f"SELECT tool_call_id FROM {S}.messages WHERE session_id = :s AND role = 'tool'"
+            " AND tool_call_id = ANY(:ids)"
+        ),
+        {"s": session_id, "ids": tool_call_ids},
+    )
+    return {row.tool_call_id for row in r}
 
 
 def history(engine: sa.Engine, session_id: str) -> list[HistoryEntry]:

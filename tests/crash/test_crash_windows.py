@@ -21,12 +21,12 @@ REPO = Path(__file__).resolve().parents[2]
 # window -> (model calls expected for turn 0, {tool kind: expected executions, result kind})
 # Result kind: "ok", "verified" (settled by verify) or the error kind the model sees.
 WINDOWS: dict[str, tuple[int, dict[str, tuple[int, str]]]] = {
-    # Nothing recorded yet: the model is asked again.
-    "model_call": (2, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
-    # Model output checkpointed: replayed, never asked again.
+    # The provider answered, nothing of the turn recorded: the model is asked again.
+    "model_answered": (2, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
+    # The turn recorded, the step not checkpointed: the recorded turn is replayed.
+    "model_call": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
+    # Model step checkpointed: replayed, never asked again; ledger 'requested'.
     "after_model_step": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
-    # Ledger 'requested': dispatched normally after restart.
-    "after_record": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
     # Ledger 'dispatched', handler never ran: side-effecting -> durability error, not run;
     # safe -> re-run; verify -> "did not happen" -> run once for real.
     "after_dispatch_mark": (
@@ -41,11 +41,12 @@ WINDOWS: dict[str, tuple[int, dict[str, tuple[int, str]]]] = {
     ),
     # Result row committed, step checkpoint lost: the recorded result is returned, no re-run.
     "after_tool_result": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
-    # Tool output checkpointed: replayed and recorded, not re-run.
+    # Tool output checkpointed, not yet in the transcript: replayed and recorded by the
+    # next model step, not re-run.
     "after_tool_steps": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
-    # Write #2 committed: the loop just continues.
-    "after_results": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
 }
+
+
 def test_the_window_table_covers_every_crash_point() -> None:
     """A new crash point cannot escape the suite: it must get a row here."""
     assert list(WINDOWS) == list(CRASH_POINTS)

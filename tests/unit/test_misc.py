@@ -66,21 +66,20 @@ def test_new_session_ids_are_unique_and_prefixed() -> None:
 # --- crash points --------------------------------------------------------------------------
 
 DOCUMENTED_POINTS = {
+    "model_answered",
     "model_call",
     "after_model_step",
-    "after_record",
     "after_dispatch_mark",
     "after_handler",
     "after_tool_result",
     "after_tool_steps",
-    "after_results",
 }
 
 
 def test_crash_points_are_documented_in_order() -> None:
     assert set(crashpoints.CRASH_POINTS) == DOCUMENTED_POINTS
-    assert crashpoints.CRASH_POINTS[0] == "model_call"
-    assert crashpoints.CRASH_POINTS[-1] == "after_results"
+    assert crashpoints.CRASH_POINTS[0] == "model_answered"
+    assert crashpoints.CRASH_POINTS[-1] == "after_tool_steps"
 
 
 def test_testing_package_reexports_crash_points() -> None:
@@ -137,14 +136,14 @@ def test_unarmed_crash_point_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_armed_crash_point_kills_on_the_chosen_hit(monkeypatch: pytest.MonkeyPatch) -> None:
     killed: list[tuple[int, int]] = []
-    monkeypatch.setattr(crashpoints, "_armed", "after_record")
+    monkeypatch.setattr(crashpoints, "_armed", "after_model_step")
     monkeypatch.setattr(crashpoints, "_nth", 2)
     monkeypatch.setattr(crashpoints, "_hits", 0)
     monkeypatch.setattr(crashpoints.os, "kill", lambda pid, sig: killed.append((pid, sig)))
     crashpoints.crash_point("after_handler")
-    crashpoints.crash_point("after_record")
+    crashpoints.crash_point("after_model_step")
     assert killed == []
-    crashpoints.crash_point("after_record")
+    crashpoints.crash_point("after_model_step")
     assert killed == [(crashpoints.os.getpid(), crashpoints.signal.SIGKILL)]
 
 

@@ -1,0 +1,126 @@
+"""The model step (``dbos_agents.model.v2``): one turn of the model, recorded with it.
+
+The step calls the model (retrying transient provider errors inside the step) and then, in
+one plain transaction of its own, records everything the turn produced: the previous
+turn's tool results, late-answer notices, the assistant message, one ledger row per call,
+usage, and the step's own output. The turn costs one DBOS checkpoint and one transaction,
+not a checkpoint plus two datasource transactions.
+
+If the worker dies after that transaction but before DBOS checkpoints the step, the step
+runs again, finds the recorded turn and returns it: the model is not asked twice. If it
+dies before the transaction, nothing of the turn was recorded and the model is asked again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from dbos import DBOS
+
+from ..agent import Agent
+from ..errors import ModelError, TransientModelError
+from ..ids import idempotency_key
+from ..messages import Message, ModelResponse, ToolCall
+from ..models.base import ModelRequest
+from ..outcome import RunSpec
+from . import drain
+from .context import get_context
+from .crashpoints import crash_point
+from .kinds import kind_of
+from .ledger import LedgerCall
+
+log = logging.getLogger("dbos_agents")
+
+
+def unique_ids(calls: list[ToolCall], used: set[str], turn: int, namespace: str) -> list[ToolCall]:
+    """Give every call an id unique in the session, and in a sub-agent unique under the
+    root too: the ledger keys on (session, id) and pending calls on (root session, id)."""
+    out = []
+    for i, c in enumerate(calls):
+        cid = (c.id or f"call_{turn}_{i + 1}") + namespace
+        if cid in used:
+            cid = f"{cid}_{turn}_{i + 1}"
+        used.add(cid)
+        out.append(c.model_copy(update={"id": cid}))
+    return out
+
+
+def ledger_kind(agent: Agent, call: ToolCall) -> str:
+    """The ledger's kind column; an unknown tool is recorded as a server call."""
+    known = call.name in agent.tools or call.name in agent.client_tools
+    return kind_of(agent, call).name if known or call.name in agent.sub_agents else "server"
+
+
+async def _complete(req: ModelRequest) -> ModelResponse:
+    ctx = get_context()
+    attempts = max(1, ctx.settings.model_max_attempts)
+    delay = ctx.settings.model_backoff_initial_sec
+    for attempt in range(1, attempts + 1):
+        try:
+            return await ctx.model.complete(req)
+        except TransientModelError as exc:
+            if attempt == attempts:
+                raise ModelError(
+                    f"model {ctx.model.name!r} failed {attempts} times; last error: {exc}"
+                ) from exc
+            log.warning(
+                "model call failed, retrying",
+                extra={"event": "model_retry", "attempt": attempt, "error": str(exc)},
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, ctx.settings.model_backoff_max_sec)
+    raise AssertionError("unreachable")
+
+
+@DBOS.step(name="dbos_agents.model.v2")
+async def model_step(
+    spec: RunSpec,
+    turn: int,
+    request: dict[str, Any],
+    previous: list[dict[str, Any]],
+    used_ids: list[str],
+    namespace: str,
+) -> dict[str, Any]:
+    """One model turn, recorded (see the module doc). Returns ``{"response": ModelResponse
+    (call ids made unique), "notices": [late-answer messages delivered before it]}``."""
+    async with drain.step():
+        ctx = get_context()
+        ledger = ctx.ledger
+        recorded, notices = await ledger.turn_state(spec, turn)
+        if recorded is not None:
+            return recorded
+        req = ModelRequest.model_validate(request)
+        if notices:
+            req = req.model_copy(update={"messages": [*req.messages, *notices]})
+        response = await _complete(req)
+        crash_point("model_answered")
+        agent = ctx.agent(spec["agent"])
+        calls = unique_ids(response.tool_calls, set(used_ids), turn, namespace)
+        response = response.model_copy(update={"tool_calls": calls})
+        ledger_calls = [
+            LedgerCall(
+                tool_call_id=c.id,
+                tool=c.name,
+                kind=ledger_kind(agent, c),
+                arguments=c.arguments,
+                idempotency_key=idempotency_key(spec["session_id"], c.id),
+                safe_to_retry=c.name not in agent.tools or agent.tools[c.name].safe_to_retry,
+            )
+            for c in calls
+        ]
+        output: dict[str, Any] = {"response": response.model_dump(mode="json")}
+        delivered = await ledger.record_turn(
+            spec,
+            turn,
+            previous,
+            Message(role="assistant", content=response.text, tool_calls=calls),
+            ledger_calls,
+            response.usage,
+            response.model,
+            output,
+            expect_notices=bool(notices),
+        )
+        crash_point("model_call")
+        return {**output, "notices": [m.model_dump(mode="json") for m in delivered]}
