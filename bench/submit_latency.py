@@ -44,6 +44,10 @@ worker's listener thread sets the waiter's event), so ``queue_polling_interval_s
 
     python bench/submit_latency.py [--database-url URL] [--sequential 1000]
         [--concurrent 1000] [--start-wave 100] [--raw 200] [--handle-samples 5] [--quick]
+        [--json]
+
+``--concurrent 0`` skips section 2. ``--json`` moves the report to stderr and prints one JSON
+line of every latency sample (ms) on stdout, for bench/all.py's tables and plots.
 
 Without --database-url it uses DBOS_AGENTS_DATABASE_URL, else the local server at
 127.0.0.1:5432 (database dbos_agents_bench_submit, recreated).
@@ -53,9 +57,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import logging
 import math
 import os
+import platform
+import sys
 import threading
 import time
 import traceback
@@ -64,6 +72,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
+from importlib.metadata import version
 from typing import Any
 
 import sqlalchemy as sa
@@ -553,7 +562,10 @@ async def concurrent(client: AgentClient, n: int, wave: int, baseline: Snapshot)
 
 async def run(
     url: str, sequential: int, n_concurrent: int, wave: int, n_raw: int, handles: int
-) -> None:
+) -> dict[str, Any]:
+    """Print the report; return every latency sample (ms) for ``--json``.
+
+    ``n_concurrent=0`` skips section 2 (bench/all.py wants sections 1+3 only)."""
     settings = Settings(
         database_url=url,
         executor_id="bench-submit",
@@ -627,47 +639,49 @@ async def run(
         raw_p50 = pct(raw.rows["send -> workflow finished (workflow_status.updated_at)"], 50)
         tool_p50 = pct(ours.rows["submit -> tool message recorded (write #2 began)"], 50)
 
-        c = await concurrent(client, n_concurrent, wave, baseline)
-        waiting = c.snaps[2]
-        armed = int(waiting.label.split()[0])
-        st = Table(title=f"2. worker process while {armed} sessions wait in recv")
-        for col in (
-            "when",
-            "threading.active_count()",
-            "/proc Threads",
-            "dbos-executor threads",
-            "VmRSS MB",
-            "VmHWM MB",
-        ):
-            st.add_column(col, justify="left" if col == "when" else "right")
-        for snap in c.snaps:
-            st.add_row(
-                snap.label,
-                str(snap.active),
-                str(snap.threads),
-                str(snap.dbos_executor),
-                f"{snap.rss_mb:.1f}",
-                f"{snap.hwm_mb:.1f}",
-            )
-        console.print(st)
-        console.print(
-            f"while waiting vs baseline: threads +{waiting.threads - baseline.threads}"
-            f" ({(waiting.threads - baseline.threads) / max(1, armed):.3f} per session),"
-            f" RSS +{waiting.rss_mb - baseline.rss_mb:.1f} MB"
-            f" ({(waiting.rss_mb - baseline.rss_mb) * 1024 / max(1, armed):.1f} KB per session)"
-        )
-        if c.metrics.rows:
-            console.print(
-                latency_table(
-                    f"2. submit -> resume under load: {armed} waiting sessions,"
-                    f" submitted from {SUBMIT_THREADS} threads",
-                    c.metrics,
-                    primary,
+        c: Concurrent | None = None
+        if n_concurrent > 0:  # 0: sections 1+3 only (bench/all.py)
+            c = await concurrent(client, n_concurrent, wave, baseline)
+            waiting = c.snaps[2]
+            armed = int(waiting.label.split()[0])
+            st = Table(title=f"2. worker process while {armed} sessions wait in recv")
+            for col in (
+                "when",
+                "threading.active_count()",
+                "/proc Threads",
+                "dbos-executor threads",
+                "VmRSS MB",
+                "VmHWM MB",
+            ):
+                st.add_column(col, justify="left" if col == "when" else "right")
+            for snap in c.snaps:
+                st.add_row(
+                    snap.label,
+                    str(snap.active),
+                    str(snap.threads),
+                    str(snap.dbos_executor),
+                    f"{snap.rss_mb:.1f}",
+                    f"{snap.hwm_mb:.1f}",
                 )
+            console.print(st)
+            console.print(
+                f"while waiting vs baseline: threads +{waiting.threads - baseline.threads}"
+                f" ({(waiting.threads - baseline.threads) / max(1, armed):.3f} per session),"
+                f" RSS +{waiting.rss_mb - baseline.rss_mb:.1f} MB"
+                f" ({(waiting.rss_mb - baseline.rss_mb) * 1024 / max(1, armed):.1f} KB per session)"
             )
-        console.print(phase_table("2. phases", c.phases))
-        for problem in c.problems:
-            console.print(f"[red]2. PROBLEM: {escape(problem)}[/red]")
+            if c.metrics.rows:
+                console.print(
+                    latency_table(
+                        f"2. submit -> resume under load: {armed} waiting sessions,"
+                        f" submitted from {SUBMIT_THREADS} threads",
+                        c.metrics,
+                        primary,
+                    )
+                )
+            console.print(phase_table("2. phases", c.phases))
+            for problem in c.problems:
+                console.print(f"[red]2. PROBLEM: {escape(problem)}[/red]")
         if errors.counts:
             et = Table(title="exceptions DBOS logged for failed workflows")
             et.add_column("count", justify="right")
@@ -681,6 +695,24 @@ async def run(
             f"ratio to tool message {tool_p50 / raw_p50:.2f}"
             "  (sequential p50 submit->write #2 began / raw p50)"
         )
+        return {
+            "sequential": sequential,
+            "raw": n_raw,
+            "concurrent": n_concurrent,
+            "primary": primary,
+            "raw_primary": "send -> workflow finished (workflow_status.updated_at)",
+            "samples_ms": {
+                "sequential": ours.rows,
+                "raw": raw.rows,
+                "concurrent": c.metrics.rows if c else {},
+            },
+            "handle_result_ms": handle_ms,
+            "versions": {
+                "python": platform.python_version(),
+                "dbos": version("dbos"),
+                "dbos-agents": version("dbos-agents"),
+            },
+        }
     finally:
         client.close()
         await rt.shutdown()
@@ -701,22 +733,32 @@ def main() -> None:
     p.add_argument("--raw", type=int, default=200)
     p.add_argument("--handle-samples", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="smoke run: 50/50/20, 2 handle samples")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="report on stderr; stdout gets one JSON line with every latency sample in ms",
+    )
     args = p.parse_args()
     if args.quick:
         args.sequential, args.concurrent, args.raw, args.handle_samples = 50, 50, 20, 2
     url = args.database_url or create_fresh_database(
         "postgresql://postgres@127.0.0.1:5432/postgres", "dbos_agents_bench_submit"
     )
-    asyncio.run(
-        run(
-            url,
-            args.sequential,
-            args.concurrent,
-            args.start_wave,
-            args.raw,
-            args.handle_samples,
+    # --json: the human report (rich and print alike) goes to stderr, stdout keeps the JSON
+    report_to = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+    with report_to:
+        result = asyncio.run(
+            run(
+                url,
+                args.sequential,
+                args.concurrent,
+                args.start_wave,
+                args.raw,
+                args.handle_samples,
+            )
         )
-    )
+    if args.json:
+        print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -5,20 +5,27 @@ The floor is a raw DBOS async workflow doing two async steps per iteration. Both
 times inside one workflow, so start/queue latency is amortized and the per-turn cost is
 what is compared.
 
-    python bench/turn_overhead.py [--database-url URL] [--turns 20] [--sessions 10]
+    python bench/turn_overhead.py [--database-url URL] [--turns 20] [--sessions 10] [--json]
 
 Without --database-url it uses DBOS_AGENTS_DATABASE_URL, else the local server at
-127.0.0.1:5432 (database dbos_agents_bench, recreated).
+127.0.0.1:5432 (database dbos_agents_bench, recreated). ``--json`` prints one JSON line
+(every path's per-session samples, median and p90, plus versions) instead of the table, so
+bench/all.py can run this in its own process (DBOS is a process singleton) and plot the
+distributions.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import platform
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from importlib.metadata import version
+from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS
@@ -30,7 +37,7 @@ from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
 from dbos_agents.runtime.context import get_context
 from dbos_agents.testing import create_fresh_database
 
-TURNS = 20
+TURNS = 20  # set by --turns before the runtime launches; respond() reads it
 
 
 @tool
@@ -83,7 +90,20 @@ async def raw_loop(turns: int) -> int:
     return turns
 
 
-async def run(url: str, sessions: int) -> None:
+RAW = "raw DBOS: 2 async steps"
+MIX = "raw DBOS: 2 steps + 2 datasource tx"
+OURS = "dbos-agents: model + write#1 + tool + write#2"
+
+
+def p90(xs: list[float]) -> float:
+    """90th percentile (inclusive), as bench/peers/_common.py computes it, so rows compare."""
+    if len(xs) == 1:
+        return xs[0]
+    return statistics.quantiles(xs, n=10, method="inclusive")[-1]
+
+
+async def run(url: str, sessions: int) -> dict[str, list[float]]:
+    """Per-session ms per turn of each path, keyed by path label (RAW, MIX, OURS)."""
     settings = Settings(
         database_url=url, executor_id="bench", queue_polling_interval_sec=0.02, log_level="ERROR"
     )
@@ -119,22 +139,25 @@ async def run(url: str, sessions: int) -> None:
         ours_ms.append((time.perf_counter() - t0) * 1000 / (TURNS + 1))
         assert out.status == "completed" and out.turns == TURNS + 1, out
     await rt.shutdown()
+    return {RAW: raw_ms, MIX: mix_ms, OURS: ours_ms}
 
+
+def print_table(samples: dict[str, list[float]], sessions: int) -> None:
+    """The human-readable report (the default output)."""
+    raw_ms, mix_ms, ours_ms = samples[RAW], samples[MIX], samples[OURS]
     raw, mix, ours = (statistics.median(x) for x in (raw_ms, mix_ms, ours_ms))
     table = Table(title=f"ms per turn (median of {sessions} sessions x {TURNS} turns)")
     for col in ("path", "median", "min", "max"):
         table.add_column(col, justify="right" if col != "path" else "left")
+    table.add_row(RAW, f"{raw:.2f}", f"{min(raw_ms):.2f}", f"{max(raw_ms):.2f}")
     table.add_row(
-        "raw DBOS: 2 async steps", f"{raw:.2f}", f"{min(raw_ms):.2f}", f"{max(raw_ms):.2f}"
-    )
-    table.add_row(
-        "raw DBOS: 2 steps + 2 datasource tx",
+        MIX,
         f"{mix:.2f}",
         f"{min(mix_ms):.2f}",
         f"{max(mix_ms):.2f}",
     )
     table.add_row(
-        "dbos-agents: model + write#1 + tool + write#2",
+        OURS,
         f"{ours:.2f}",
         f"{min(ours_ms):.2f}",
         f"{max(ours_ms):.2f}",
@@ -148,11 +171,53 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--database-url", default=os.environ.get("DBOS_AGENTS_DATABASE_URL"))
     p.add_argument("--sessions", type=int, default=10)
+    p.add_argument("--turns", type=int, default=TURNS, help="tool-calling turns per session")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON line with the samples instead"
+    )
     args = p.parse_args()
+    _set_turns(args.turns)
     url = args.database_url or create_fresh_database(
         "postgresql://postgres@127.0.0.1:5432/postgres", "dbos_agents_bench"
     )
-    asyncio.run(run(url, args.sessions))
+    samples = asyncio.run(run(url, args.sessions))
+    if args.json:
+        print(json.dumps(as_json(samples, args.sessions)), flush=True)
+    else:
+        print_table(samples, args.sessions)
+
+
+def _set_turns(turns: int) -> None:
+    """respond() and the raw workflows read the module-level TURNS."""
+    global TURNS
+    TURNS = turns
+
+
+def as_json(samples: dict[str, list[float]], sessions: int) -> dict[str, Any]:
+    """One result object: rows shaped like bench/peers/_common.emit's, plus the samples."""
+    divisors = {RAW: TURNS, MIX: TURNS, OURS: TURNS + 1}
+    return {
+        "sessions": sessions,
+        "turns": TURNS,
+        "versions": {
+            "python": platform.python_version(),
+            "dbos": version("dbos"),
+            "dbos-agents": version("dbos-agents"),
+        },
+        "rows": [
+            {
+                "system": label,
+                "ms_per_turn_median": round(statistics.median(xs), 3),
+                "ms_per_turn_p90": round(p90(xs), 3),
+                "ms_per_turn_min": round(min(xs), 3),
+                "ms_per_turn_max": round(max(xs), 3),
+                "samples_ms_per_turn": [round(x, 3) for x in xs],
+                "divisor": divisors[label],
+                "floor": label == RAW,
+            }
+            for label, xs in samples.items()
+        ],
+    }
 
 
 if __name__ == "__main__":
