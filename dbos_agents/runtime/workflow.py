@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 from typing import Any
 
 from dbos import DBOS
@@ -29,6 +30,8 @@ from .crashpoints import crash_point
 from .kinds import Planned, Turn, kind_of
 from .model_step import model_step
 from .waits import RunInterrupted
+
+log = logging.getLogger("dbos_agents")
 
 
 def _budget_left(agent: Agent, usage: Usage) -> bool:
@@ -129,6 +132,10 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
         except DBOSException:
             raise  # DBOS's own control flow (ownership lost, ...): not ours to handle
         except Exception as exc:  # a bug or an outage: end the run visibly, never silently
+            log.exception(
+                "run failed",
+                extra={"event": "run_failed", "session_id": spec["session_id"]},
+            )
             outcome = RunOutcome(
                 session_id=spec["session_id"],
                 run_seq=spec["run_seq"],
