@@ -55,10 +55,10 @@ PY = sys.executable
 
 TURN_DB = "dbos_agents_bench_all_turns"
 SUBMIT_DB = "dbos_agents_bench_all_submit"
-OURS = "dbos-agents: model + write#1 + tool + write#2"  # row labels in turn_overhead.py
+OURS = "dbos-agents: model step (turn recorded) + tool step"  # row labels in turn_overhead.py
 MIX = "raw DBOS: 2 steps + 2 datasource tx"
 PRIMARY = "submit -> run finished (workflow_status.updated_at)"  # submit_latency.py metrics
-TOOL_MSG = "submit -> tool message recorded (write #2 began)"
+TOOL_MSG = "submit -> tool message recorded (next model step began its write)"
 SUBMIT_CALL = "submit call itself (client.submit_tool_result)"
 RAW_PRIMARY = "send -> workflow finished (workflow_status.updated_at)"
 RAW_CALL = "send call itself (DBOSClient.send)"
@@ -519,8 +519,8 @@ def report(
         "",
         "## What each benchmark is",
         "",
-        "- `bench/turn_overhead.py`: dbos-agents' durable loop (model step, write #1, tool"
-        " step, write #2 per turn) against raw DBOS workflows doing 2 steps per turn, and 2"
+        "- `bench/turn_overhead.py`: dbos-agents' durable loop (a model step that records the"
+        " turn and the previous results in one transaction, then a tool step) against raw DBOS workflows doing 2 steps per turn, and 2"
         " steps + 2 datasource transactions per turn, interleaved session by session.",
         "- `bench/peers/run.py`: the same conversation on other durable agent stacks, each in"
         " its own process and database under bench/peers/.venv:",

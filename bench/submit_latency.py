@@ -24,9 +24,9 @@ AgentClient as a separate object doing the submits from threads, as an API serve
 timestamp is ``dbos.workflow_status.updated_at`` (ms since the epoch, Postgres ``now()`` of
 the outcome transaction), read after the fact, so the measurement does not depend on how
 fast anybody polls and costs nothing on the critical path. For our sessions this includes
-the wake-up, write #2 (tool result), one more model turn, write #1 and ``finish_run``. The
+the wake-up, one more model turn (whose transaction records the tool result) and ``finish_run``. The
 secondary metric, "tool message recorded", is ``dbos_agents.messages.created_at`` of the
-tool message (µs; ``now()`` of write #2's transaction, i.e. when it began). The same host
+tool message (µs; ``now()`` of the recording transaction, i.e. when it began). The same host
 clock serves ``time.time()`` and Postgres, so the differences are meaningful.
 
 Why not ``await handle.result()`` as the clock: ``SessionHandle.result()`` goes through
@@ -301,7 +301,7 @@ def finish_times(engine: sa.Engine, wfs: Sequence[str]) -> dict[str, tuple[str, 
 
 
 def tool_message_times(engine: sa.Engine, sids: Sequence[str]) -> dict[str, float]:
-    """session id -> epoch ms at which write #2 (the tool message) began."""
+    """session id -> epoch ms at which the transaction recording the tool message began."""
     with engine.connect() as conn:
         rows = conn.execute(
             sa.text(
@@ -329,7 +329,7 @@ async def one_session(rt: AgentRuntime, client: AgentClient, m: Metrics) -> None
     tool_ms = (await asyncio.to_thread(tool_message_times, client.engine, [sid]))[sid]
     assert status == "SUCCESS" and fin_ms is not None
     m.add("submit -> run finished (workflow_status.updated_at)", fin_ms - t0 * 1000)
-    m.add("submit -> tool message recorded (write #2 began)", tool_ms - t0 * 1000)
+    m.add("submit -> tool message recorded (next model step began its write)", tool_ms - t0 * 1000)
     m.add("submit call itself (client.submit_tool_result)", dur)
     m.add("submit -> caller saw finish (20 ms get_result poll)", (seen - t0) * 1000)
 
@@ -553,7 +553,7 @@ async def concurrent(client: AgentClient, n: int, wave: int, baseline: Snapshot)
         t0 = submitted[sid][0]
         out.metrics.add("submit -> run finished (workflow_status.updated_at)", fin - t0 * 1000)
         out.metrics.add(
-            "submit -> tool message recorded (write #2 began)", tool_ms[sid] - t0 * 1000
+            "submit -> tool message recorded (next model step began its write)", tool_ms[sid] - t0 * 1000
         )
     for _, dur in submitted.values():
         out.metrics.add("submit call itself (client.submit_tool_result)", dur)
@@ -637,7 +637,7 @@ async def run(
 
         ours_p50 = pct(ours.rows[primary], 50)
         raw_p50 = pct(raw.rows["send -> workflow finished (workflow_status.updated_at)"], 50)
-        tool_p50 = pct(ours.rows["submit -> tool message recorded (write #2 began)"], 50)
+        tool_p50 = pct(ours.rows["submit -> tool message recorded (next model step began its write)"], 50)
 
         c: Concurrent | None = None
         if n_concurrent > 0:  # 0: sections 1+3 only (bench/all.py)
@@ -693,7 +693,7 @@ async def run(
         print(f"ratio {ours_p50 / raw_p50:.2f}  (sequential p50 submit->run finished / raw p50)")
         print(
             f"ratio to tool message {tool_p50 / raw_p50:.2f}"
-            "  (sequential p50 submit->write #2 began / raw p50)"
+            "  (sequential p50 submit->tool message recorded / raw p50)"
         )
         return {
             "sequential": sequential,

@@ -92,7 +92,7 @@ async def raw_loop(turns: int) -> int:
 
 RAW = "raw DBOS: 2 async steps"
 MIX = "raw DBOS: 2 steps + 2 datasource tx"
-OURS = "dbos-agents: model + write#1 + tool + write#2"
+OURS = "dbos-agents: model step (turn recorded) + tool step"
 
 
 def p90(xs: list[float]) -> float:
