@@ -223,7 +223,7 @@ class AgentRuntime:
             # notification (no polling); a persistent session's workflow also outlives the
             # run. Fall back to the workflow's result or error when it ended without one.
             while True:
-                value = await DBOS.get_event_async(wf, run_event_key(run_seq), 5)
+                value = await DBOS.get_event_async(wf, run_event_key(run_seq), 1)
                 if value is not None:
                     return value
                 if (await handle.get_status()).status not in ("PENDING", "ENQUEUED"):
