@@ -19,6 +19,7 @@ DBOS upgrade moves or renames one, so an upgrade is a one-file review.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -178,40 +179,39 @@ def catch_up_waiters() -> int:
     woken: a woken ``recv`` consumes at once, and with nothing there it would return None
     before its deadline (a false timeout)."""
     sys_db = _system_database()
+    n: sa.Table = sys_db.tables.notifications
+    we: sa.Table = sys_db.tables.workflow_events
+    return _wake_present(
+        sys_db.engine,
+        sys_db.notifications_map.snapshot(),
+        lambda ids: (
+            sa.select(n.c.destination_uuid, n.c.topic)
+            .where(n.c.destination_uuid.in_(ids))
+            .where(n.c.consumed.is_(False))
+            .distinct()
+        ),
+    ) + _wake_present(
+        sys_db.engine,
+        sys_db.workflow_events_map.snapshot(),
+        lambda ids: sa.select(we.c.workflow_uuid, we.c.key).where(we.c.workflow_uuid.in_(ids)),
+    )
+
+
+def _wake_present(
+    engine: sa.Engine, waiters: Any, present: Callable[[list[str]], sa.Select[Any]]
+) -> int:
+    """Set the signal of each waiter keyed (workflow id, topic or key, ...) whose pair the
+    ``present`` query (given the waiters' workflow ids) finds in the database."""
+    if not waiters:
+        return 0
+    with engine.connect() as conn:
+        rows = conn.execute(present(sorted({c[0] for _, c, _ in waiters}))).all()
+    have = {(str(r[0]), str(r[1])) for r in rows}
     woken = 0
-    waiters = sys_db.notifications_map.snapshot()
-    if waiters:
-        n: sa.Table = sys_db.tables.notifications
-        with sys_db.engine.connect() as conn:
-            have = {
-                (str(r[0]), str(r[1]))
-                for r in conn.execute(
-                    sa.select(n.c.destination_uuid, n.c.topic)
-                    .where(n.c.destination_uuid.in_(sorted({c[0] for _, c, _ in waiters})))
-                    .where(n.c.consumed.is_(False))
-                    .distinct()
-                ).all()
-            }
-        for _, (dest, topic, _), signal in waiters:
-            if (dest, topic) in have:
-                signal.set()
-                woken += 1
-    events = sys_db.workflow_events_map.snapshot()
-    if events:
-        we: sa.Table = sys_db.tables.workflow_events
-        with sys_db.engine.connect() as conn:
-            have = {
-                (str(r[0]), str(r[1]))
-                for r in conn.execute(
-                    sa.select(we.c.workflow_uuid, we.c.key).where(
-                        we.c.workflow_uuid.in_(sorted({c[0] for _, c, _ in events}))
-                    )
-                ).all()
-            }
-        for _, (wf, key, _), signal in events:
-            if (wf, key) in have:
-                signal.set()
-                woken += 1
+    for _, (wf, topic, _), signal in waiters:
+        if (wf, topic) in have:
+            signal.set()
+            woken += 1
     return woken
 
 

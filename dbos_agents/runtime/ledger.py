@@ -1,10 +1,10 @@
-"""The session workflow's writes, as DBOS datasource transactions.
+"""The session workflow's writes, composed from the table modules in ``store/``.
 
-The run's bookkeeping (begin, write #1, waits, write #2, finish) goes through checkpointed
-transactions: the rows and the step checkpoint commit together, so a replay never writes
-twice and a crash never leaves half a turn. Which SQL runs is owned by the table modules in
-``store/``; this module only composes them into transactions. A server tool's attempt
-(``store.calls.attempt``) is deliberately *not* a checkpointed transaction: it commits
+What happens once per run or per wait (begin, waits, finish, inbox, timeouts) goes through
+DBOS datasource transactions: the rows and the checkpoint commit together, so a replay
+never writes twice. A turn's writes are one plain transaction inside the model step
+(``record_turn``), made replay-safe by storing the step's output with the turn. A server
+tool's attempt (``store.calls.attempt``) is deliberately *not* checkpointed: it commits
 before the handler runs, so a re-executed tool step learns an earlier attempt may have run.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar
 
 from dbos import DBOS, AsyncSQLAlchemyDatasource
@@ -101,7 +102,9 @@ class Ledger:
     def db(self) -> Any:
         return self.ds.sql_session()
 
-    def attempt(self, session_id: str, tool_call_id: str, token: str, *, exclusive: bool) -> Any:
+    def attempt(
+        self, session_id: str, tool_call_id: str, token: str, *, exclusive: bool
+    ) -> AbstractAsyncContextManager[calls.Attempt]:
         """A server tool's attempt on a connection of its own (``store.calls.attempt``)."""
         return calls.attempt(self.ds.engine, session_id, tool_call_id, token, exclusive=exclusive)
 
@@ -112,10 +115,10 @@ class Ledger:
         workflow_id = DBOS.workflow_id or run_workflow_id(spec["session_id"], spec["run_seq"])
         began = await sessions.begin(db, spec, workflow_id)
         await sessions.lock_in_run(db, spec["session_id"])
-        await self._close_dangling_calls(spec)
-        await _deliver_late_notices(db, spec)
-        seq = await transcript.next_seq(db, spec["session_id"])
-        await transcript.append(db, spec, seq, Message(role="user", content=spec["message"]))
+        seq = await self._close_dangling_calls(spec)
+        notices = await _deliver_late_notices(db, spec, seq)
+        user = Message(role="user", content=spec["message"])
+        await transcript.append(db, spec, seq + len(notices), user)
         msgs = await transcript.read(db, spec["session_id"])
         return BeginResult(began=began, messages=[m.model_dump(mode="json") for m in msgs])
 
@@ -141,15 +144,15 @@ class Ledger:
         ledger_calls: list[LedgerCall],
         usage: Usage,
         model: str | None,
-        output: dict[str, Any],
+        response: dict[str, Any],
         expect_notices: bool,
-    ) -> list[Message]:
+    ) -> dict[str, Any]:
         """The model step's one write (a plain transaction, no checkpoint of its own): the
         previous turn's results, late-answer notices, this turn's assistant message, ledger
-        rows and usage, and ``output`` (what the step returns) for a replay. Returns the
-        notices it delivered."""
+        rows and usage. Returns the step's output (``response`` and the notices it
+        delivered), stored with the turn so a re-executed step replays it."""
 
-        async def write() -> list[Message]:
+        async def write() -> dict[str, Any]:
             async with self.ds.engine.begin() as db:
                 sid = spec["session_id"]
                 await sessions.lock_in_run(db, sid)
@@ -159,10 +162,13 @@ class Ledger:
                 await calls.insert_requested(
                     db, sid, spec["run_seq"], turn, [dict(c) for c in ledger_calls]
                 )
-                full = {**output, "notices": [m.model_dump(mode="json") for m in notices]}
-                await transcript.record_usage(db, spec, turn, model, usage, full)
+                output = {
+                    "response": response,
+                    "notices": [m.model_dump(mode="json") for m in notices],
+                }
+                await transcript.record_usage(db, spec, turn, model, usage, output)
                 await sessions.add_usage(db, sid, usage)
-                return notices
+                return output
 
         return await calls.retry_transient("record turn", write)
 
@@ -219,26 +225,26 @@ class Ledger:
     async def _settle_timeout(self, root_session_id: str, tool_call_id: str) -> str:
         return await pending.settle_timeout(self.db, root_session_id, tool_call_id)
 
-    async def _close_dangling_calls(self, spec: RunSpec) -> None:
+    async def _close_dangling_calls(self, spec: RunSpec) -> int:
         """Calls left without a result by an interrupted run get one, so the transcript
-        stays well-formed (every tool call answered) before the next user message."""
+        stays well-formed (every tool call answered) before the next user message.
+        Returns the next free message sequence number."""
         rows = await calls.unanswered(self.db, spec["session_id"])
-        if rows:
-            await _write_results(
-                self.db,
-                spec,
-                [
-                    dict(r.result)
-                    if r.result is not None  # the attempt finished after all: its result
-                    else ToolResult.failure(
-                        r.tool_call_id,
-                        r.tool,
-                        "interrupted",
-                        _DANGLING["requested" if r.status == "requested" else "dispatched"],
-                    ).model_dump(mode="json")
-                    for r in rows
-                ],
-            )
+        return await _write_results(
+            self.db,
+            spec,
+            [
+                dict(r.result)
+                if r.result is not None  # the attempt finished after all: its result
+                else ToolResult.failure(
+                    r.tool_call_id,
+                    r.tool,
+                    "interrupted",
+                    _DANGLING["requested" if r.status == "requested" else "dispatched"],
+                ).model_dump(mode="json")
+                for r in rows
+            ],
+        )
 
 
 async def _write_results(
@@ -277,13 +283,11 @@ def _late_notice(row: Any) -> Message:
     )
 
 
-async def _deliver_late_notices(db: Any, spec: RunSpec, seq: int | None = None) -> list[Message]:
-    """One notice per late answer, the first time the owning session records a turn or a
-    run begins after it."""
+async def _deliver_late_notices(db: Any, spec: RunSpec, seq: int) -> list[Message]:
+    """One notice per late answer (appended from message ``seq`` on), the first time the
+    owning session records a turn or a run begins after it."""
     rows = await pending.take_late_answers(db, spec["session_id"])
     notices = [_late_notice(r) for r in rows]
-    if seq is None:
-        seq = await transcript.next_seq(db, spec["session_id"])
     for offset, msg in enumerate(notices):
         await transcript.append(db, spec, seq + offset, msg)
     return notices

@@ -110,8 +110,7 @@ async def model_step(
             )
             for c in calls
         ]
-        output: dict[str, Any] = {"response": response.model_dump(mode="json")}
-        delivered = await ledger.record_turn(
+        output = await ledger.record_turn(
             spec,
             turn,
             previous,
@@ -119,8 +118,8 @@ async def model_step(
             ledger_calls,
             response.usage,
             response.model,
-            output,
+            response.model_dump(mode="json"),
             expect_notices=bool(notices),
         )
         crash_point("model_call")
-        return {**output, "notices": [m.model_dump(mode="json") for m in delivered]}
+        return output

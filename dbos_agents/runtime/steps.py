@@ -50,7 +50,7 @@ async def _guarded(spec: ToolCallSpec) -> dict[str, Any]:
         spec["session_id"], spec["tool_call_id"], uuid.uuid4().hex, exclusive=not tool.safe_to_retry
     ) as attempt:
         if attempt.recorded is not None:  # an earlier attempt finished and recorded it
-            return dict(attempt.recorded)
+            return attempt.recorded
         crash_point("after_dispatch_mark")
         tctx = ToolContext(
             session_id=spec["session_id"],
@@ -69,7 +69,7 @@ async def _guarded(spec: ToolCallSpec) -> dict[str, Any]:
         crash_point("after_handler")
         recorded = await attempt.record(result.model_dump(mode="json"))
         crash_point("after_tool_result")
-        return dict(recorded)
+        return recorded
 
 
 async def _invoke(tool: Tool, tctx: ToolContext, args: Any) -> ToolResult:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..records import ToolCallRecord
 from .schema import SCHEMA as S
@@ -73,7 +73,7 @@ async def retry_transient(what: str, fn: Callable[[], Awaitable[T]]) -> T:
             delay = min(delay * 2, _RETRY_MAX_SEC)
 
 
-async def _exec(db: AsyncSession | AsyncConnection, sql: str, **params: Any) -> sa.Result[Any]:
+async def _exec(db: Db, sql: str, **params: Any) -> sa.Result[Any]:
     return await db.execute(sa.text(sql), params)
 
 
@@ -87,7 +87,7 @@ async def insert_requested(
     turn: int,
     calls: list[dict[str, Any]],
 ) -> None:
-    """Write #1: one ``requested`` row per call the model made."""
+    """The model step's transaction: one ``requested`` row per call the model made."""
     for c in calls:
         await _exec(
             db,
@@ -120,7 +120,8 @@ async def mark_dispatched(db: Db, session_id: str, tool_call_ids: list[str]) -> 
 
 
 async def settle(db: Db, session_id: str, result: dict[str, Any]) -> None:
-    """Write #2: the result the model will read (a result row the attempt already wrote is
+    """A call's result entering the transcript (the next model step, or ``finish_run``):
+    the result the model will read (a result row the attempt already wrote is
     kept: it is the same result)."""
     err = result.get("error") or {}
     await _exec(

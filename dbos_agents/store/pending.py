@@ -2,7 +2,7 @@
 
 A client-tool call or an approval waits on a row keyed by (root session id, tool call id):
 
-    waiting ──▶ submitted ──▶ resolved            (a submit, then write #2)
+    waiting ──▶ submitted ──▶ resolved            (a submit, then its result recorded)
        │            └───────▶ cancelled | closed
        ├──▶ timed_out                             (the deadline passed; a late answer is kept)
        ├──▶ cancelled                             (interrupt)
@@ -88,7 +88,7 @@ async def settle_timeout(db: Db, root_session_id: str, tool_call_id: str) -> str
 
 
 async def resolve(db: Db, root_session_id: str, tool_call_id: str) -> None:
-    """Write #2 recorded the call's result: the wait is over."""
+    """The call's result was recorded: the wait is over."""
     await db.execute(
         sa.text(
             f"UPDATE {S}.pending_calls SET status = 'resolved', resolved_at = now()"
