@@ -6,6 +6,7 @@ held) until a result is submitted through ``AgentClient`` or the deadline passes
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any
 
@@ -47,12 +48,14 @@ class ClientTool:
     def __repr__(self) -> str:
         return f"ClientTool({self.name!r})"
 
-    @property
+    @functools.cached_property
     def input_schema(self) -> dict[str, Any]:
+        """Built once: every model step sends it (read-only)."""
         return self.input.model_json_schema()
 
-    @property
+    @functools.cached_property
     def output_schema(self) -> dict[str, Any]:
+        """Built once: every wait stores it (read-only)."""
         return self.output.model_json_schema()
 
     def validate_arguments(self, arguments: dict[str, Any]) -> BaseModel:

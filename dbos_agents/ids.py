@@ -7,6 +7,8 @@ import uuid
 
 WORKFLOW_NAME = "dbos_agents.session.v1"
 INBOX_TOPIC = "dbos_agents.inbox"
+START_CHANNEL = "dbos_agents_starts"
+"""The NOTIFY channel on which a start transaction announces an enqueued run."""
 """Where a persistent session's workflow waits for its next user message."""
 
 

@@ -93,6 +93,13 @@ class Settings(BaseSettings):
     db_pool_timeout_sec: float = 600.0
     """How long a workflow write waits for a pooled connection. Waiting is backpressure; a
     short timeout would fail a burst of sessions for good (their workflows end in ERROR)."""
+    max_executor_threads: int = 48
+    """DBOS's thread pool, where async workflows' database calls run. Unbounded (DBOS's
+    default), a burst of blocked calls grows it by a thread each, into the thousands."""
+    wake_recheck_interval_sec: float = 60.0
+    """How often the worker looks, in one query for all waiting sessions, for a submitted
+    result whose notification was lost. DBOS alone would re-check each waiting session at
+    this interval with a query and a thread hop of its own: 170/s with 10,000 waiting."""
     result_polling_interval_sec: float = 0.05
     """How often ``SessionHandle.result()`` checks for the run's end."""
     tombstone_retention_sec: float = 24 * 3600

@@ -8,6 +8,7 @@ once per tool call, even across crashes. Input and output schemas come from the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import re
 import typing
@@ -166,8 +167,9 @@ class Tool:
         """Call the undecorated function, so tools stay unit-testable."""
         return self.fn(*args, **kwargs)
 
-    @property
+    @functools.cached_property
     def input_schema(self) -> dict[str, Any]:
+        """The arguments' JSON schema, built once: every model step sends it (read-only)."""
         return self._sig.args_model.model_json_schema()
 
     @property

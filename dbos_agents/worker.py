@@ -104,6 +104,7 @@ async def _every(interval: float, job: Callable[[], Awaitable[object]], name: st
 
 
 _early_stop = threading.Event()
+STARTING_LINE = "dbos-agents worker starting"
 
 
 def _remember_stop(signum: int, frame: object) -> None:
@@ -115,4 +116,7 @@ def run_worker(spec: str) -> None:
     remembered and drains right after launch, so even an early stop exits 0."""
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _remember_stop)
+    # From this line on a SIGTERM drains; before it (interpreter start, imports) nothing of
+    # ours runs that could catch it. Supervisors and tests can tell the two apart by it.
+    print(STARTING_LINE, flush=True)
     asyncio.run(serve_forever(load_runtime(spec)))

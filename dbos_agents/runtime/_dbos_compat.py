@@ -11,9 +11,12 @@ DBOS upgrade moves or renames one, so an upgrade is a one-file review.
   row, the pending rows and the cancellation commit together or not at all. Uses
   ``DBOSClient._sys_db.tables.workflow_status`` and mirrors the columns DBOS resets.
 - Worker operations (``stop_dequeuing``, ``recover_pending_workflows``,
-  ``checkpointed_steps``, ``catch_up_waiters``, ``listener_connection``): drain on SIGTERM,
-  adopt a dead worker's sessions, and wake waiters whose notification fell into a LISTEN
-  reconnect (DBOS would find them only at its 60 s fallback poll).
+  ``checkpointed_steps``, ``catch_up_waiters``, ``batch_fallback_rechecks``,
+  ``listener_connection``): drain on SIGTERM, adopt a dead worker's sessions, and wake
+  waiters whose notification was lost (in a LISTEN reconnect or otherwise) with one query
+  for all of them, instead of DBOS's query per waiter.
+- ``dequeue_now``: one pass of DBOS's queue claim, run when a start is announced, so a
+  new run does not wait for the queue thread's next poll (DBOS has no wake-up for it).
 """
 
 from __future__ import annotations
@@ -215,9 +218,59 @@ def _wake_present(
     return woken
 
 
+BATCHED_RECHECK_SEC = 10.0**9
+"""DBOS's per-waiter fallback interval once ``ListenerWatch`` re-checks all waiters at once."""
+
+
+def batch_fallback_rechecks() -> None:
+    """Stop DBOS from re-checking each waiting ``recv``/``get_event`` on its own
+    (``SystemDatabase._notification_fallback_polling_interval``, 60 s, one query and one
+    thread hop per waiter); ``ListenerWatch`` runs ``catch_up_waiters`` for all of them
+    instead. Deadlines are unaffected: a wait's timeout is the smaller of the two."""
+    _system_database()._notification_fallback_polling_interval = BATCHED_RECHECK_SEC
+
+
 def listener_connection() -> tuple[object | None, threading.Lock]:
     """DBOS's LISTEN connection object (a new object at every reconnect) and the lock its
     listener holds while connecting and issuing LISTEN."""
     sys_db = _system_database()
     lock: threading.Lock = sys_db._listener_thread_lock
     return getattr(sys_db, "notification_conn", None), lock
+
+
+def dequeue_now(queue_name: str) -> int:
+    """Claim and start this worker's share of ``queue_name``'s enqueued workflows now,
+    exactly as one poll of DBOS's queue thread does for a queue without global limits
+    (``SystemDatabase.start_queued_workflows`` with this worker's running count, then
+    ``execute_dequeued_workflow`` on each claim; the claim skips rows another claimer holds,
+    so this and the queue thread never start the same workflow). Returns how many started.
+    Queues with any concurrency or rate limit are left to the queue thread: it counts this
+    worker's running workflows once per poll, and a second claimer would race that count."""
+    from dbos._core import execute_dequeued_workflow
+    from dbos._dbos import _get_dbos_instance
+    from dbos._utils import GlobalParams, generate_uuid
+
+    dbos = _get_dbos_instance()
+    sys_db = dbos._sys_db
+    queue = sys_db.get_queue(queue_name)
+    if queue is None or queue._has_partition_limits() or queue._limiter is not None:
+        return 0
+    if queue._concurrency is not None or queue._worker_concurrency is not None:
+        return 0
+    owner_xid = generate_uuid()
+    claimed, _ = sys_db.start_queued_workflows(
+        queue,
+        GlobalParams.executor_id,
+        GlobalParams.app_version,
+        None,
+        dbos._active_workflows_set.count_for_queue(queue_name),
+        owner_xid=owner_xid,
+    )
+    if not claimed:
+        return 0
+    statuses = {s["workflow_uuid"]: s for s in sys_db.get_workflow_statuses(claimed)}
+    for wf in claimed:
+        status = statuses.get(wf) or sys_db.get_workflow_status(wf)
+        if status is not None:
+            execute_dequeued_workflow(dbos, status, owner_xid)
+    return len(claimed)

@@ -166,16 +166,21 @@ class Presence:
 
 
 class ListenerWatch:
-    """Wakes waiters whose notification was sent while DBOS's LISTEN connection was down.
+    """Wakes waiters whose notification was lost, with one query per waiter kind for all.
 
     Postgres delivers NOTIFY only to connected listeners; DBOS's ``recv`` would otherwise
-    find such a message only at its 60 s fallback poll. After every reconnect (a new
-    connection object, its LISTEN done once the listener's lock is free) one query per
-    waiter kind wakes exactly the waiters that have something to read.
+    find such a message only at its 60 s fallback poll, which re-checks every waiter on its
+    own (``_dbos_compat.batch_fallback_rechecks`` turns that off). After every reconnect (a
+    new connection object, its LISTEN done once the listener's lock is free), and every
+    ``recheck_sec`` in any case, one query per waiter kind wakes exactly the waiters that
+    have something to read.
     """
 
-    def __init__(self, poll_sec: float = 0.25) -> None:
+    def __init__(self, poll_sec: float = 0.25, recheck_sec: float = 60.0) -> None:
         self.poll_sec = poll_sec
+        self.recheck_sec = recheck_sec
+        self.passes = 0
+        """Catch-up passes done (after reconnects and periodic re-checks)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name="dbos-agents-listen-watch", daemon=True
@@ -190,19 +195,27 @@ class ListenerWatch:
 
     def _run(self) -> None:
         seen: object | None = None
+        next_recheck = time.monotonic() + self.recheck_sec
         while not self._stop.wait(self.poll_sec):
             try:
                 conn, lock = compat.listener_connection()
-                if conn is None or conn is seen:
+                if conn is None:
+                    continue
+                reason = "reconnect" if conn is not seen else None
+                if reason is None and time.monotonic() >= next_recheck:
+                    reason = "recheck"
+                if reason is None:
                     continue
                 with lock:  # the listener holds it until its LISTEN statements ran
                     pass
                 woken = compat.catch_up_waiters()
                 seen = conn
+                self.passes += 1
+                next_recheck = time.monotonic() + self.recheck_sec
                 if woken:
                     log.info(
-                        "woke waiters after a LISTEN reconnect",
-                        extra={"event": "listen_catch_up", "woken": woken},
+                        "woke waiters whose notification was lost",
+                        extra={"event": "listen_catch_up", "woken": woken, "after": reason},
                     )
             except Exception as exc:  # the database is still away: try again next poll
                 log.debug("listen catch-up failed", extra={"error": str(exc)})

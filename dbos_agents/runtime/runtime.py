@@ -23,14 +23,15 @@ from ..models.base import Model
 from ..outcome import RunOutcome, SessionInfo
 from ..settings import Settings
 from ..store import queries, submit
-from ..store.db import create_sync_engine, ensure_database, sqlalchemy_url
+from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
 from ..store.migrate import SCHEMA, migrate
 from . import _dbos_compat as compat
-from . import drain
+from . import drain, outcomes
 from . import workflow as _workflow  # noqa: F401  (registers the session workflow)
 from .context import WorkerContext, set_context
 from .ledger import Ledger
 from .presence import ListenerWatch, Presence, presence_engine
+from .starts import StartWatch
 
 log = logging.getLogger("dbos_agents")
 
@@ -103,6 +104,7 @@ class AgentRuntime:
         self._client: DBOSClient | None = None
         self._presence: Presence | None = None
         self._listen_watch: ListenerWatch | None = None
+        self._start_watch: StartWatch | None = None
 
     @property
     def database_url(self) -> str:
@@ -132,6 +134,7 @@ class AgentRuntime:
             "application_version": s.application_version,
             "executor_id": s.executor_id,
             "log_level": s.log_level,
+            "max_executor_threads": s.max_executor_threads,
         }
         DBOS(config=config)
         ds = await AsyncSQLAlchemyDatasource.create(
@@ -155,8 +158,13 @@ class AgentRuntime:
             DBOSClient, system_database_url=sqlalchemy_url(url), application_name=s.app_name
         )
         self._engine = engine
-        self._listen_watch = ListenerWatch()
+        compat.batch_fallback_rechecks()
+        self._listen_watch = ListenerWatch(recheck_sec=s.wake_recheck_interval_sec)
         self._listen_watch.start()
+        self._start_watch = StartWatch(
+            libpq_url(url), s.queue_name, connect_timeout_sec=s.connect_timeout_sec
+        )
+        self._start_watch.start()
         if self._presence is not None:
             self._presence.start()
         log.info("runtime launched", extra={"event": "launched", "executor_id": s.executor_id})
@@ -218,17 +226,26 @@ class AgentRuntime:
         engine, _ = self._require()
 
         async def get_result(wf: str) -> Any:
-            handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(wf)
             # Every run publishes its outcome as an event, which DBOS delivers by
-            # notification (no polling); a persistent session's workflow also outlives the
-            # run. Fall back to the workflow's result or error when it ended without one.
-            while True:
-                value = await DBOS.get_event_async(wf, run_event_key(run_seq), 1)
-                if value is not None:
-                    return value
-                if (await handle.get_status()).status not in ("PENDING", "ENQUEUED"):
-                    break
-            return await handle.get_result(polling_interval_sec=poll)
+            # notification (no polling), and hands it to waiters in its own process
+            # directly; a persistent session's workflow also outlives the run. Fall back
+            # to the workflow's result or error when it ended without one.
+            key = run_event_key(run_seq)
+            local = outcomes.waiter(wf, key)
+            try:
+                while True:
+                    remote = asyncio.ensure_future(DBOS.get_event_async(wf, key, 1))
+                    await asyncio.wait({local, remote}, return_when=asyncio.FIRST_COMPLETED)
+                    if local.done():
+                        remote.cancel()
+                        return local.result()
+                    if (value := remote.result()) is not None:
+                        return value
+                    handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(wf)
+                    if (await handle.get_status()).status not in ("PENDING", "ENQUEUED"):
+                        return await handle.get_result(polling_interval_sec=poll)
+            finally:
+                outcomes.discard(wf, key, local)
 
         poll = self.settings.result_polling_interval_sec
         return SessionHandle(session_id, workflow_id, engine, get_result)
@@ -273,9 +290,10 @@ class AgentRuntime:
         next launch. DBOS stops first and the context goes last, so a workflow finishing a
         step during ``workflow_completion_timeout_sec`` still finds its runtime."""
         await self.leave()
-        if self._listen_watch is not None:
-            await asyncio.to_thread(self._listen_watch.stop)
-            self._listen_watch = None
+        for watch in (self._listen_watch, self._start_watch):
+            if watch is not None:
+                await asyncio.to_thread(watch.stop)
+        self._listen_watch = self._start_watch = None
         # In a thread: the grace wait sleeps, and the loop must keep running the workflows
         # that are finishing their steps meanwhile.
         await asyncio.to_thread(

@@ -25,6 +25,7 @@ from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
 from ..results import ToolResult
+from . import outcomes
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import Planned, Turn, kind_of
@@ -147,8 +148,12 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
             spec, outcome.status, outcome.output, outcome.error, wait_next, unrecorded
         )
         # Every run publishes its outcome: DBOS wakes a waiting get_event by notification,
-        # so SessionHandle.result() returns without polling.
-        await DBOS.set_event_async(run_event_key(spec["run_seq"]), outcome.model_dump(mode="json"))
+        # so SessionHandle.result() returns without polling; a waiter in this process is
+        # handed it directly once it is durable.
+        published = outcome.model_dump(mode="json")
+        await DBOS.set_event_async(run_event_key(spec["run_seq"]), published)
+        if DBOS.workflow_id is not None:
+            outcomes.publish(DBOS.workflow_id, run_event_key(spec["run_seq"]), published)
         if not wait_next:
             return outcome.model_dump(mode="json")
         message = await DBOS.recv_async(INBOX_TOPIC, timeout_seconds=agent.idle_ttl.total_seconds())
@@ -173,6 +178,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
         )
         return out, []
     messages = [Message.model_validate(m) for m in begun["messages"]]
+    del begun  # this frame stays alive while the run waits: keep only what it needs
     used_ids = {c.id for m in messages for c in m.tool_calls}
     prior_turns = sum(1 for m in messages if m.role == "assistant")
     tools = [ToolSpec(name=n, description=d, parameters=p) for n, d, p in agent.tool_specs()]
@@ -194,19 +200,18 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
         if not _budget_left(agent, usage):
             status = "budget_exhausted"
             break
-        request = ModelRequest(
-            agent=agent.name,
-            instructions=agent.instructions,
-            messages=messages,
-            tools=tools,
-            settings=agent.model_settings,
-        )
         turn_no = prior_turns + turns + 1
         try:
             step_out = await model_step(
                 spec,
                 turn_no,
-                request.model_dump(mode="json"),
+                ModelRequest(
+                    agent=agent.name,
+                    instructions=agent.instructions,
+                    messages=messages,
+                    tools=tools,
+                    settings=agent.model_settings,
+                ).model_dump(mode="json"),
                 unrecorded,
                 sorted(used_ids),
                 namespace,
@@ -223,6 +228,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
         unrecorded = []
         response = ModelResponse.model_validate(step_out["response"])
         messages.extend(Message.model_validate(n) for n in step_out.get("notices", []))
+        del step_out
         turns += 1
         usage = usage + response.usage
         calls = response.tool_calls
@@ -231,6 +237,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
         if not calls:
             output = response.text
             break
+        del response
         try:
             results = await _run_tools(spec, agent, calls)
         except RunInterrupted:

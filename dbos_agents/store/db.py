@@ -32,6 +32,11 @@ def sqlalchemy_url(url: str) -> str:
     return parse_url(url).render_as_string(hide_password=False)
 
 
+def libpq_url(url: str) -> str:
+    """The URL as libpq reads it (for plain psycopg connections), password kept."""
+    return parse_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 def describe(url: str) -> str:
     """Host, port and database for messages, never the password."""
     p = parse_url(url)

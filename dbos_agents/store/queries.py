@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from dbos import DBOSClient
 
 from ..errors import SessionBusyError, SessionNotFoundError
-from ..ids import INBOX_TOPIC, WORKFLOW_NAME, new_session_id, run_workflow_id
+from ..ids import INBOX_TOPIC, START_CHANNEL, WORKFLOW_NAME, new_session_id, run_workflow_id
 from ..outcome import RunSpec, SessionInfo
 from ..records import HistoryEntry as HistoryEntry
 from ..records import ToolCallRecord as ToolCallRecord
@@ -99,6 +99,8 @@ def enqueue_run(
                 },
                 spec,
             )
+            # Delivered at commit: workers claim the run now, not at their next queue poll.
+            conn.execute(sa.text("SELECT pg_notify(:c, :q)"), {"c": START_CHANNEL, "q": queue_name})
     return spec, inbox_workflow or run_workflow_id(session_id, run_seq)
 
 

@@ -41,6 +41,7 @@ import sqlalchemy as sa
 from dbos_agents.errors import DbosAgentsError, SessionBusyError
 from dbos_agents.outcome import TERMINAL
 from dbos_agents.testing import CRASH_POINTS, CrashHarness, PrivateCluster, WorkerProcess
+from dbos_agents.worker import STARTING_LINE
 
 from .app import SIDE_EFFECTING, read_events
 
@@ -291,9 +292,10 @@ class Fleet:
             p.kill()
             code = -999
         self.soak.stats.sigterms += 1
-        # Before the interpreter runs any of our code nothing can catch SIGTERM (-15 is then
-        # fine: nothing ran); from a second on, a worker must drain and exit 0.
-        if code != 0 and (was_ready or age > 1.0):
+        # Before the worker installs its handler (interpreter start and imports, which take
+        # seconds on a loaded machine) nothing can catch SIGTERM: -15 is then fine, nothing
+        # ran. Once it printed STARTING_LINE, a worker must drain and exit 0.
+        if code != 0 and (was_ready or STARTING_LINE in p.log()):
             self.soak.stats.sigterm_bad.append(
                 f"{wid} pid={p.pid} exit={code} age={age:.2f}s ready={was_ready} log={p.log_path}"
             )

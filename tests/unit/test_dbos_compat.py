@@ -126,3 +126,34 @@ def test_compat_functions_exist() -> None:
 @pytest.mark.parametrize("name", ["workflow_id", "step_id"])
 def test_public_context_names_drain_relies_on(name: str) -> None:
     assert hasattr(DBOS, name)
+
+
+def test_the_queue_claim_that_dequeue_now_repeats() -> None:
+    from dbos._core import execute_dequeued_workflow
+    from dbos._queue import Queue, queue_worker_thread
+    from dbos._utils import GlobalParams, generate_uuid
+
+    # dequeue_now mirrors one poll of the queue thread for a queue without limits.
+    source = inspect.getsource(queue_worker_thread)
+    for name in ("start_queued_workflows", "count_for_queue", "execute_dequeued_workflow"):
+        assert name in source, name
+    params = inspect.signature(SystemDatabase.start_queued_workflows).parameters
+    assert list(params)[:6] == [
+        "self",
+        "queue",
+        "executor_id",
+        "app_version",
+        "queue_partition_key",
+        "local_running_count",
+    ]
+    assert "owner_xid" in params
+    assert list(inspect.signature(execute_dequeued_workflow).parameters) == [
+        "dbos",
+        "status",
+        "owner_xid",
+    ]
+    for attr in ("_has_partition_limits", "_limiter", "_concurrency", "_worker_concurrency"):
+        assert attr in inspect.getsource(Queue), attr
+    assert hasattr(SystemDatabase, "get_queue") and hasattr(SystemDatabase, "get_workflow_statuses")
+    assert callable(generate_uuid) and hasattr(GlobalParams, "executor_id")
+    assert "_active_workflows_set" in inspect.getsource(DBOS.__init__)

@@ -1,0 +1,241 @@
+"""Start and result latency: ``start`` -> first model call, last step -> ``result()``.
+
+One session at a time, an agent that answers at once (one model call, no tools), so the
+run is: the start transaction (session row + enqueued workflow), the dequeue, the run's
+first step, the model call, the turn's transaction, the run's end. Measured in one
+process, interleaved session by session with raw-DBOS floors doing the same trips:
+
+- **start -> first model call**: ``perf_counter`` before ``runtime.start(...)`` (or
+  ``AgentClient.start``, which another process would use: it enqueues and the worker must
+  learn of it) to the first line of the scripted model. The floors are
+  ``DBOS.start_workflow_async`` of a one-step workflow (no queue) and ``DBOSClient.enqueue``
+  on a queue polled at the same interval as ours, each to the first line of its step.
+- **last step -> result()**: from the end of the step that publishes the run's outcome (the
+  ``run:<n>`` event) to ``await handle.result()`` returning in the caller. The floor is a
+  raw workflow's last step -> ``await handle.get_result()``.
+
+Both figures wait on whatever DBOS waits on: the queue's polling interval
+(``queue_polling_interval_sec``, 0.2 s by default, the setting this bench runs with) and
+result polling. CPU is reported as the process's CPU ms per session over the measured loop,
+so a faster path that only polls harder shows up there.
+
+    python bench/start_latency.py [--database-url URL] [--sessions 200] [--quick] [--json]
+
+Without --database-url it uses DBOS_AGENTS_DATABASE_URL, else the local server at
+127.0.0.1:5432 (database dbos_agents_bench_start, recreated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from importlib.metadata import version
+from typing import Any
+
+from dbos import DBOS, DBOSClient, EnqueueOptions
+from rich.console import Console
+from rich.table import Table
+
+from dbos_agents import Agent, AgentClient, AgentRuntime, ModelResponse, Settings
+from dbos_agents.models import ModelRequest, ScriptedModel
+from dbos_agents.store.db import sqlalchemy_url
+from dbos_agents.testing import create_fresh_database
+
+RAW_QUEUE = "bench_raw_queue"
+marks: dict[str, float] = {}
+"""perf_counter marks written by the model, the raw steps and the event hook."""
+
+
+def respond(request: ModelRequest) -> str | ModelResponse:
+    marks.setdefault("first_model", time.perf_counter())
+    return "done"
+
+
+@DBOS.step(name="bench.start.first")
+async def raw_first() -> int:
+    marks.setdefault("raw_first", time.perf_counter())
+    return 1
+
+
+@DBOS.step(name="bench.start.last")
+async def raw_last() -> int:
+    return 2
+
+
+@DBOS.workflow(name="bench.start.raw")
+async def raw_workflow() -> int:
+    await raw_first()
+    await raw_last()
+    marks["raw_last_done"] = time.perf_counter()
+    return 3
+
+
+def hook_run_event() -> None:
+    """Mark the moment the step publishing a run's outcome has returned."""
+    original = DBOS.set_event_async
+
+    async def set_event_async(key: str, value: Any) -> None:
+        await original(key, value)
+        if key.startswith("run:"):
+            marks["event_done"] = time.perf_counter()
+
+    DBOS.set_event_async = set_event_async  # type: ignore[method-assign]
+
+
+def pct(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+async def run(url: str, sessions: int, poll: float) -> dict[str, Any]:
+    settings = Settings(
+        database_url=url, executor_id="bench", queue_polling_interval_sec=poll, log_level="ERROR"
+    )
+    rt = AgentRuntime([Agent("bench")], ScriptedModel(respond=respond), settings=settings)
+    await rt.launch()
+    hook_run_event()
+    await DBOS.register_queue_async(RAW_QUEUE, polling_interval_sec=poll)
+    dbos_client = DBOSClient(
+        system_database_url=sqlalchemy_url(url), application_name=settings.app_name
+    )
+    client = AgentClient(url, settings=settings)
+    s: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "ours_start",
+            "ours_client_start",
+            "raw_start",
+            "raw_enqueue",
+            "ours_result",
+            "raw_result",
+        )
+    }
+    cpu_ms: dict[str, float] = {"ours": 0.0, "ours_client": 0.0, "raw": 0.0, "raw_enqueue": 0.0}
+
+    async def ours(collect: bool) -> None:
+        marks.clear()
+        c0, t0 = cpu(), time.perf_counter()
+        h = await rt.start("bench", "hi")
+        out = await h.result()
+        t1 = time.perf_counter()
+        assert out.status == "completed", out
+        if collect:
+            cpu_ms["ours"] += (cpu() - c0) * 1000
+            s["ours_start"].append((marks["first_model"] - t0) * 1000)
+            s["ours_result"].append((t1 - marks["event_done"]) * 1000)
+
+    async def ours_client(collect: bool) -> None:
+        marks.clear()
+        c0, t0 = cpu(), time.perf_counter()
+        sid = await asyncio.to_thread(client.start, "bench", "hi")
+        out = await rt.session(sid).result()
+        assert out.status == "completed", out
+        if collect:
+            cpu_ms["ours_client"] += (cpu() - c0) * 1000
+            s["ours_client_start"].append((marks["first_model"] - t0) * 1000)
+
+    async def raw(collect: bool) -> None:
+        marks.clear()
+        c0, t0 = cpu(), time.perf_counter()
+        h = await DBOS.start_workflow_async(raw_workflow)
+        await h.get_result()
+        t1 = time.perf_counter()
+        if collect:
+            cpu_ms["raw"] += (cpu() - c0) * 1000
+            s["raw_start"].append((marks["raw_first"] - t0) * 1000)
+            s["raw_result"].append((t1 - marks["raw_last_done"]) * 1000)
+
+    async def raw_enqueue(collect: bool) -> None:
+        marks.clear()
+        c0, t0 = cpu(), time.perf_counter()
+        opts: EnqueueOptions = {"queue_name": RAW_QUEUE, "workflow_name": "bench.start.raw"}
+        h = await asyncio.to_thread(dbos_client.enqueue, opts)
+        await (await DBOS.retrieve_workflow_async(h.workflow_id)).get_result(
+            polling_interval_sec=0.001
+        )
+        if collect:
+            cpu_ms["raw_enqueue"] += (cpu() - c0) * 1000
+            s["raw_enqueue"].append((marks["raw_first"] - t0) * 1000)
+
+    for f in (ours, ours_client, raw, raw_enqueue):
+        await f(False)
+    for _ in range(sessions):
+        for f in (ours, ours_client, raw, raw_enqueue):
+            await f(True)
+    client.close()
+    dbos_client.destroy()
+    await rt.shutdown()
+    return {
+        "sessions": sessions,
+        "queue_polling_interval_sec": poll,
+        "samples_ms": {k: [round(x, 3) for x in v] for k, v in s.items()},
+        "cpu_ms_per_session": {k: round(v / sessions, 3) for k, v in cpu_ms.items()},
+        "versions": {
+            "python": platform.python_version(),
+            "dbos": version("dbos"),
+            "dbos-agents": version("dbos-agents"),
+        },
+    }
+
+
+ROWS = [
+    ("ours_start", "dbos-agents: runtime.start -> first model call", "ours"),
+    ("ours_client_start", "dbos-agents: AgentClient.start -> first model call", "ours_client"),
+    ("raw_start", "raw DBOS: start_workflow_async -> first step (no queue)", "raw"),
+    ("raw_enqueue", "raw DBOS: DBOSClient.enqueue -> first step (same polling)", "raw_enqueue"),
+    ("ours_result", "dbos-agents: outcome event step -> result() returns", None),
+    ("raw_result", "raw DBOS: last step -> get_result() returns", None),
+]
+
+
+def report(res: dict[str, Any], out: Any) -> None:
+    table = Table(
+        title=f"start and result latency, ms ({res['sessions']} sessions each, "
+        f"queue polling {res['queue_polling_interval_sec']} s)"
+    )
+    for col in ("path", "p50", "p90", "p99", "max", "CPU ms/session"):
+        table.add_column(col, justify="left" if col == "path" else "right")
+    for key, label, cpu_key in ROWS:
+        xs = res["samples_ms"][key]
+        table.add_row(
+            label,
+            f"{statistics.median(xs):.1f}",
+            f"{pct(xs, 0.9):.1f}",
+            f"{pct(xs, 0.99):.1f}",
+            f"{max(xs):.1f}",
+            f"{res['cpu_ms_per_session'][cpu_key]:.1f}" if cpu_key else "",
+        )
+    Console(file=out, width=140).print(table)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--database-url", default=os.environ.get("DBOS_AGENTS_DATABASE_URL"))
+    p.add_argument("--sessions", type=int, default=200)
+    p.add_argument("--poll", type=float, default=Settings().queue_polling_interval_sec)
+    p.add_argument("--quick", action="store_true", help="smoke run: 20 sessions")
+    p.add_argument("--json", action="store_true", help="report on stderr, one JSON line on stdout")
+    args = p.parse_args()
+    url = args.database_url or create_fresh_database(
+        "postgresql://postgres@127.0.0.1:5432/postgres", "dbos_agents_bench_start"
+    )
+    res = asyncio.run(run(url, 20 if args.quick else args.sessions, args.poll))
+    report(res, sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps(res), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Start announced runs at once instead of at the queue's next poll.
+
+DBOS's queue thread finds enqueued workflows by polling (``queue_polling_interval_sec``,
+0.2 s by default): every start would wait half an interval on average, and polling faster
+costs a query per interval whether or not anything was enqueued. Instead, the transaction
+that enqueues a run also sends ``NOTIFY`` on ``START_CHANNEL`` (committed with it, so a
+run is never announced before it exists), and every worker listens on its own connection
+and claims at once through DBOS's own claim (``_dbos_compat.dequeue_now``).
+
+The poll stays as the safety net: a notification lost to a reconnect is caught by one
+claim pass right after every (re)connect, and at worst by the next poll. A draining
+worker claims nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import psycopg
+
+from ..ids import START_CHANNEL
+from . import _dbos_compat as compat
+from . import drain
+
+log = logging.getLogger("dbos_agents")
+
+
+class StartWatch:
+    """One thread, one connection: LISTEN for announced runs and claim them."""
+
+    def __init__(
+        self, database_url: str, queue_name: str, *, connect_timeout_sec: float = 5.0
+    ) -> None:
+        self.database_url = database_url
+        self.queue_name = queue_name
+        self.connect_timeout_sec = connect_timeout_sec
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="dbos-agents-start-watch", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def _claim(self) -> None:
+        if drain.is_draining():
+            return
+        try:
+            compat.dequeue_now(self.queue_name)
+        except Exception as exc:  # the queue thread's next poll claims what this missed
+            log.debug("start claim failed", extra={"error": str(exc)})
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(
+                    self.database_url,
+                    autocommit=True,
+                    connect_timeout=max(1, round(self.connect_timeout_sec)),
+                    application_name="dbos-agents-start-watch",
+                ) as conn:
+                    conn.execute(f"LISTEN {START_CHANNEL}")
+                    self._claim()  # runs announced while nobody listened
+                    while not self._stop.is_set():
+                        if any(True for _ in conn.notifies(timeout=0.5, stop_after=1)):
+                            # Coalesce: one claim pass serves every run announced so far.
+                            for _ in conn.notifies(timeout=0.001):
+                                pass
+                            self._claim()
+            except Exception as exc:  # database away: retry; the queue poll covers meanwhile
+                log.debug("start watch reconnecting", extra={"error": str(exc)})
+                self._stop.wait(1.0)
