@@ -22,6 +22,7 @@ DBOS upgrade moves or renames one, so an upgrade is a one-file review.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -238,6 +239,22 @@ def listener_connection() -> tuple[object | None, threading.Lock]:
     return getattr(sys_db, "notification_conn", None), lock
 
 
+_QUEUE_CONFIG_TTL_SEC = 1.0
+_queue_configs: dict[str, tuple[float, Any]] = {}
+
+
+def _queue_config(sys_db: Any, queue_name: str) -> Any:
+    """The queue's database-backed configuration (``SystemDatabase.get_queue``), re-read
+    at most once a second: a round trip per start otherwise, for a row that rarely changes."""
+    now = time.monotonic()
+    cached = _queue_configs.get(queue_name)
+    if cached is not None and now - cached[0] < _QUEUE_CONFIG_TTL_SEC:
+        return cached[1]
+    queue = sys_db.get_queue(queue_name)
+    _queue_configs[queue_name] = (now, queue)
+    return queue
+
+
 def dequeue_now(queue_name: str) -> int:
     """Claim and start this worker's share of ``queue_name``'s enqueued workflows now,
     exactly as one poll of DBOS's queue thread does for a queue without global limits
@@ -252,7 +269,7 @@ def dequeue_now(queue_name: str) -> int:
 
     dbos = _get_dbos_instance()
     sys_db = dbos._sys_db
-    queue = sys_db.get_queue(queue_name)
+    queue = _queue_config(sys_db, queue_name)
     if queue is None or queue._has_partition_limits() or queue._limiter is not None:
         return 0
     if queue._concurrency is not None or queue._worker_concurrency is not None:
