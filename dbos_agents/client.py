@@ -13,6 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from dbos import DBOSClient
 
+from . import storable
 from .delivery import ApprovalDelivery, Delivery, ErrorDelivery, ResultDelivery
 from .errors import ConfigurationError, InvalidRequestError, SessionNotFoundError
 from .outcome import TERMINAL, SessionInfo
@@ -92,16 +93,17 @@ class AgentClient:
         return self.start(info.agent, message, session_id=session_id)
 
     def session(self, session_id: str) -> SessionInfo:
+        storable.check_id(session_id, "session_id")
         info = queries.get_session(self.engine, session_id)
         if info is None:
             raise SessionNotFoundError(session_id)
         return info
 
     def history(self, session_id: str) -> list[HistoryEntry]:
-        return queries.history(self.engine, session_id)
+        return queries.history(self.engine, storable.check_id(session_id, "session_id"))
 
     def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
-        return queries.tool_calls(self.engine, session_id)
+        return queries.tool_calls(self.engine, storable.check_id(session_id, "session_id"))
 
     def wait(self, session_id: str, *, timeout: float = 60.0, poll: float = 0.1) -> SessionInfo:
         """Poll until the session's current run ends; raises ``TimeoutError``."""
@@ -179,6 +181,9 @@ class AgentClient:
         limit: int = 100,
     ) -> list[PendingCall]:
         """Open waits, oldest deadline first; filter by root session, tenant, user or kind."""
+        storable.check_optional_id(session_id, "session_id")
+        storable.check_optional_id(tenant_id, "tenant_id")
+        storable.check_optional_id(user_id, "user_id")
         return submit.pending(
             self.engine,
             self.dbos,

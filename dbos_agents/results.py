@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from . import storable
 from .messages import JSONValue
 
 ToolErrorKind = Literal[
@@ -51,7 +52,15 @@ class ToolResult(BaseModel):
     def success(
         cls, tool_call_id: str, tool: str, output: JSONValue, *, verified: bool = False
     ) -> ToolResult:
-        return cls(tool_call_id=tool_call_id, tool=tool, ok=True, output=output, verified=verified)
+        # Repaired here, where every kind of tool's output enters: a NUL or a NaN in it
+        # must not fail the write of the result after the side effect happened.
+        return cls(
+            tool_call_id=tool_call_id,
+            tool=tool,
+            ok=True,
+            output=storable.value(output),
+            verified=verified,
+        )
 
     @classmethod
     def failure(
@@ -63,7 +72,11 @@ class ToolResult(BaseModel):
         details: JSONValue = None,
     ) -> ToolResult:
         error = ToolError(
-            kind=kind, tool=tool, tool_call_id=tool_call_id, message=message, details=details
+            kind=kind,
+            tool=tool,
+            tool_call_id=tool_call_id,
+            message=storable.text(message),
+            details=storable.value(details),
         )
         return cls(tool_call_id=tool_call_id, tool=tool, ok=False, error=error)
 

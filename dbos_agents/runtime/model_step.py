@@ -19,6 +19,7 @@ from typing import Any
 
 from dbos import DBOS
 
+from .. import storable
 from ..agent import Agent
 from ..errors import ModelError, TransientModelError
 from ..ids import idempotency_key
@@ -43,7 +44,17 @@ def unique_ids(calls: list[ToolCall], used: set[str], turn: int, namespace: str)
         if cid in used:
             cid = f"{cid}_{turn}_{i + 1}"
         used.add(cid)
-        out.append(c.model_copy(update={"id": cid}))
+        # Ids, names and argument text are keys and columns: made storable here, at the
+        # source, so every table and every later lookup sees the same value.
+        out.append(
+            c.model_copy(
+                update={
+                    "id": storable.text(cid),
+                    "name": storable.text(c.name),
+                    "arguments": storable.text(c.arguments),
+                }
+            )
+        )
     return out
 
 
@@ -98,7 +109,10 @@ async def model_step(
         crash_point("model_answered")
         agent = ctx.agent(spec["agent"])
         calls = unique_ids(response.tool_calls, set(used_ids), turn, namespace)
-        response = response.model_copy(update={"tool_calls": calls})
+        # The model's text is stored and shown as it is, minus what Postgres cannot hold.
+        response = response.model_copy(
+            update={"tool_calls": calls, "text": storable.optional_text(response.text)}
+        )
         ledger_calls = [
             LedgerCall(
                 tool_call_id=c.id,

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -32,6 +31,7 @@ from typing import Any, Literal, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from .. import storable
 from ..records import ToolCallRecord
 from .schema import SCHEMA as S
 from .transcript import Db
@@ -132,7 +132,7 @@ async def settle(db: Db, session_id: str, result: dict[str, Any]) -> None:
         " completed_at = coalesce(completed_at, now())"
         " WHERE session_id = :s AND tool_call_id = :id",
         st="completed" if result["ok"] else "failed",
-        res=json.dumps(result),
+        res=storable.dumps(result),
         kind=err.get("kind"),
         s=session_id,
         id=result["tool_call_id"],
@@ -279,7 +279,7 @@ async def attempt(
                         c,
                         _RECORD,
                         st="completed" if result["ok"] else "failed",
-                        res=json.dumps(result),
+                        res=storable.dumps(result),
                         kind=err.get("kind"),
                         s=session_id,
                         id=tool_call_id,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from dbos import DBOSClient
 
+from .. import storable
 from ..errors import SessionBusyError, SessionNotFoundError
 from ..ids import INBOX_TOPIC, START_CHANNEL, WORKFLOW_NAME, new_session_id, run_workflow_id
 from ..outcome import RunSpec, SessionInfo
@@ -115,7 +116,13 @@ def start_run(
     user_id: str | None,
     tenant_id: str | None,
 ) -> tuple[RunSpec, str]:
-    """Start a new session, or continue ``session_id`` when it exists (see ``enqueue_run``)."""
+    """Start a new session, or continue ``session_id`` when it exists (see ``enqueue_run``).
+    Every caller-supplied value is checked first: ``InvalidRequestError``, nothing written."""
+    storable.check_id(agent, "agent")
+    storable.check_text(message, "message")
+    storable.check_optional_id(session_id, "session_id")
+    storable.check_optional_id(user_id, "user_id")
+    storable.check_optional_id(tenant_id, "tenant_id")
     sid = session_id or new_session_id()
     exists = session_id is not None and get_session(engine, sid) is not None
     return enqueue_run(

@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .. import storable
 from ..messages import Usage
 from ..outcome import RunSpec, SessionInfo
 from .schema import SCHEMA as S
@@ -197,8 +198,8 @@ async def finish(
         ),
         {
             "st": status,
-            "out": output,
-            "err": error,
+            "out": storable.optional_text(output),
+            "err": storable.optional_text(error),
             "inbox": open_inbox,
             "s": spec["session_id"],
             "run": spec["run_seq"],

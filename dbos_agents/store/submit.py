@@ -21,6 +21,7 @@ import jsonschema
 import sqlalchemy as sa
 from dbos import DBOSClient
 
+from .. import storable
 from ..delivery import (
     Delivery,
     InterruptDelivery,
@@ -82,6 +83,10 @@ def submit(
 
     if isinstance(delivery, InterruptDelivery):
         raise InvalidRequestError("an interrupt is not a submission: use interrupt()")
+    storable.check_id(session_id, "session_id")
+    storable.check_id(tool_call_id, "tool_call_id")
+    for field, value in delivery:
+        storable.check_value(value, field)
     payload = encode(delivery)
     with engine.begin() as conn:
         row = pending_rows.lock_for_submit(conn, session_id, tool_call_id)
@@ -178,6 +183,7 @@ def pending(
 
 def interrupt(engine: sa.Engine, client: DBOSClient, session_id: str) -> InterruptOutcome:
     """Interrupt a session tree, atomically (see the module doc)."""
+    storable.check_id(session_id, "session_id")
     try:
         with engine.begin() as conn:
             root = sessions.root_of(conn, session_id)

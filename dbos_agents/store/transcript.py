@@ -6,13 +6,13 @@ Messages are numbered per session under the session row lock; a unique index kee
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from .. import storable
 from ..messages import Message, Usage
 from ..outcome import RunSpec
 from ..records import HistoryEntry
@@ -42,10 +42,10 @@ async def append(db: Db, spec: RunSpec, seq: int, msg: Message) -> None:
             "seq": seq,
             "run": spec["run_seq"],
             "role": msg.role,
-            "content": msg.content,
-            "calls": json.dumps([c.model_dump(mode="json") for c in msg.tool_calls]),
+            "content": storable.optional_text(msg.content),
+            "calls": storable.dumps([c.model_dump(mode="json") for c in msg.tool_calls]),
             "tcid": msg.tool_call_id,
-            "name": msg.name,
+            "name": storable.optional_text(msg.name),
             "u": spec["user_id"],
             "t": spec["tenant_id"],
         },
@@ -97,7 +97,7 @@ async def record_usage(
             "o": usage.output_tokens,
             "c": usage.cost_usd,
             "t": spec["tenant_id"],
-            "resp": json.dumps(response),
+            "resp": storable.dumps(response),
         },
     )
 

@@ -313,3 +313,48 @@ def test_metrics_count_submit_outcomes(http: httpx.Client, server: LiveServer) -
     assert 'dbos_agents_submits_total{kind="client-tool-result",outcome="accepted"}' in text
     assert 'outcome="already_completed"' in text and 'outcome="INVALID_RESULT"' in text
     assert 'route="/sessions/{session_id}/submit-tool-result",status="200"' in text
+
+
+HOSTILE_JSON = ['"a\\u0000b"', '"lone \\ud800"', "NaN", "Infinity", "-Infinity", "1e400"]
+"""JSON as an attacker writes it: each value fails to store or is not a finite number."""
+
+
+def _counts(client: AgentClient) -> tuple[int, int, int]:
+    import sqlalchemy as sa
+
+    with client.engine.connect() as conn:
+        return tuple(  # type: ignore[return-value]
+            int(conn.execute(sa.text(f"SELECT count(*) FROM dbos_agents.{t}")).scalar_one())
+            for t in ("sessions", "messages", "pending_calls")
+        )
+
+
+def test_hostile_values_are_a_4xx_and_change_nothing(api: Api, agent_client: AgentClient) -> None:
+    sid, token = api.create("asker", "ship it?")
+    p = wait_pending(agent_client, sid)
+    before = _counts(agent_client)
+    headers = {**auth(token), "content-type": "application/json"}
+    for v in HOSTILE_JSON:
+        strings = v.startswith('"')
+        bodies = [
+            (f"{api.url}/sessions", f'{{"agent": "chat", "message": {v}}}'),
+            (f"{api.url}/sessions", f'{{"agent": {v}, "message": "hi"}}'),
+            (
+                f"{api.url}/sessions/{sid}/submit-tool-result",
+                f'{{"kind": "client-tool-result", "tool_call_id": "{p.tool_call_id}",'
+                f' "result": {{"ok": true, "note": {v}}}}}',
+            ),
+            (
+                f"{api.url}/sessions/{sid}/submit-tool-result",
+                f'{{"kind": "client-tool-result", "tool_call_id": {v}, "result": {{}}}}',
+            ),
+        ]
+        for url, body in bodies:
+            r = api.http.post(url, content=body.encode(), headers=headers)
+            assert 400 <= r.status_code < 500, (body, r.status_code, r.text)
+            if strings:
+                assert r.status_code in (400, 422), (body, r.text)
+            assert "SELECT" not in r.text and "INSERT" not in r.text
+    assert _counts(agent_client) == before
+    good = {"kind": "client-tool-result", "tool_call_id": p.tool_call_id, "result": {"ok": True}}
+    assert api.submit(sid, token, good).status_code == 200

@@ -39,6 +39,18 @@ async def refund(ctx: ToolContext, order_id: str, cents: int) -> dict[str, Any]:
     return {"refunded": cents, "key": ctx.idempotency_key}
 
 
+UGLY = "nul\x00 lone\ud800 end"
+"""What a careless tool or model may produce: Postgres cannot store it as text."""
+
+
+@tool
+async def ugly_charge(ctx: ToolContext, order_id: str) -> dict[str, Any]:
+    """Side-effecting; its output holds a NUL, a lone surrogate and non-finite floats."""
+    with _lock:
+        EFFECTS[ctx.idempotency_key] += 1
+    return {"note": UGLY, UGLY: [float("nan"), float("inf")], "order": order_id}
+
+
 BARRIERS: dict[str, threading.Barrier] = {}
 """One per session: the three parallel calls must all be inside their handlers at once."""
 
@@ -194,6 +206,10 @@ def respond(request: ModelRequest) -> str | ModelResponse:
         if turn == 0:
             return calls(call(child, {"message": f"from {agent}: {_last_user(request)}"}))
         return f"{agent} got: {_last_tool(request)}"
+    if agent == "ugly":
+        if turn == 0:
+            return calls(call("ugly_charge", {"order_id": UGLY}))
+        return f"ugly saw {_last_tool(request)} and says {UGLY}"
     raise AssertionError(f"no script for {agent}")
 
 
@@ -213,6 +229,7 @@ AGENTS = [
     Agent("impatient", tools=[confirm_fast]),
     Agent("closer", tools=[close_account]),
     Agent("pchat", persistent=True, idle_ttl=timedelta(seconds=3)),
+    Agent("ugly", tools=[ugly_charge]),
     Agent(
         "boss",
         sub_agents=[Agent("middle", sub_agents=[Agent("leaf", tools=[confirm])])],
