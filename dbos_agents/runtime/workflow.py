@@ -14,6 +14,7 @@ import json
 import logging
 from typing import Any
 
+import sqlalchemy as sa
 from dbos import DBOS
 from dbos._error import DBOSException
 from pydantic import ValidationError
@@ -33,6 +34,15 @@ from .model_step import model_step
 from .waits import RunInterrupted
 
 log = logging.getLogger("dbos_agents")
+
+
+def _public_error(exc: Exception) -> str:
+    """The run's error as clients see it: a database error without the SQL statement and
+    parameters SQLAlchemy appends to its message (those stay in the worker's log)."""
+    if isinstance(exc, sa.exc.StatementError) and exc.orig is not None:
+        first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else ""
+        return f"database error ({type(exc.orig).__name__}): {first}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _budget_left(agent: Agent, usage: Usage) -> bool:
@@ -141,7 +151,7 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
                 session_id=spec["session_id"],
                 run_seq=spec["run_seq"],
                 status="failed",
-                error=f"{type(exc).__name__}: {exc}",
+                error=_public_error(exc),
             )
         wait_next = agent.persistent and outcome.status != "interrupted"
         await get_context().ledger.finish_run(

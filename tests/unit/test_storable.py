@@ -45,3 +45,18 @@ def test_ids() -> None:
         with pytest.raises(InvalidRequestError):
             storable.check_id(bad, "session_id")
     storable.check_value({"ok": True, "n": 2**63 - 1, "f": 1.5, "s": "\U0001f600"}, "result")
+
+
+def test_a_database_error_reaches_clients_without_its_sql() -> None:
+    import sqlalchemy as sa
+
+    from dbos_agents.runtime.workflow import _public_error
+
+    exc = sa.exc.DataError(
+        "INSERT INTO dbos_agents.messages VALUES (%(secret)s)",
+        {"secret": "s3cret"},
+        ValueError("value too long for type character varying(5)\nDETAIL: more"),
+    )
+    text = _public_error(exc)
+    assert text == "database error (ValueError): value too long for type character varying(5)"
+    assert "INSERT" not in text and "s3cret" not in text
