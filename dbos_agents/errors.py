@@ -65,7 +65,9 @@ class UnknownAgentError(DbosAgentsError, LookupError):
     def __init__(self, name: str, known: list[str]) -> None:
         self.name = name
         self.known = known
-        super().__init__(f"unknown agent {name!r}; known agents: {', '.join(sorted(known)) or '-'}")
+        # The message reaches clients (HTTP 404, a run's error): it names no other agent.
+        # ``known`` is there for the developer who caught it in process.
+        super().__init__(f"unknown agent {name!r}")
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.name, self.known))

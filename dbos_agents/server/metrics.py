@@ -44,6 +44,11 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+"""Label values for the method; anything else is counted as ``other``, so junk methods
+cannot create unbounded series."""
+
+
 class MetricsMiddleware:
     """Counts every response, including the 411/413 of the body-limit middleware inside."""
 
@@ -74,5 +79,6 @@ class MetricsMiddleware:
                 else "unmatched"
             )
             method = str(scope.get("method", ""))
+            method = method if method in METHODS else "other"  # a client picks the method
             self.metrics.requests.labels(method, template, str(status)).inc()
             self.metrics.latency.labels(method, template).observe(time.perf_counter() - started)

@@ -66,6 +66,11 @@ async def create_session(request: Request, body: CreateSession) -> SessionToken:
         raise UnknownAgentError(body.agent, allowed)
     user_id, tenant_id = body.user_id, body.tenant_id
     p = access.principal
+    if p is None and (user_id is not None or tenant_id is not None):
+        # Anonymous mode (allow_unauthenticated): nobody vouches for these claims.
+        raise InvalidRequestError(
+            "an unauthenticated caller cannot set user_id or tenant_id; sign in"
+        )
     if p is not None:
         for claimed, own in ((body.user_id, p.user_id), (body.tenant_id, p.tenant_id)):
             if claimed is not None and own is not None and claimed != own:

@@ -358,3 +358,9 @@ def test_hostile_values_are_a_4xx_and_change_nothing(api: Api, agent_client: Age
     assert _counts(agent_client) == before
     good = {"kind": "client-tool-result", "tool_call_id": p.tool_call_id, "result": {"ok": True}}
     assert api.submit(sid, token, good).status_code == 200
+
+
+def test_anonymous_callers_cannot_claim_a_user_or_tenant(api: Api) -> None:
+    for claim in ({"user_id": "alice"}, {"tenant_id": "acme"}):
+        r = api.http.post(f"{api.url}/sessions", json={"agent": "chat", "message": "hi", **claim})
+        assert r.status_code == 400 and r.json()["error"] == "INVALID_REQUEST", r.text

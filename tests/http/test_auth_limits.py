@@ -269,3 +269,12 @@ def test_unknown_routes_healthz_and_metrics(http: httpx.Client, server: LiveServ
     assert 'route="/sessions/{session_id}",status="401"' in text
     assert 'route="unmatched",status="411"' in text  # refused before routing
     assert "ses_" not in text  # ids never become labels
+
+
+def test_junk_methods_collapse_into_one_metrics_label(
+    http: httpx.Client, server: LiveServer
+) -> None:
+    for i in range(30):
+        http.request(f"JUNK{i}", f"{server.url}/sessions/x{i}")
+    text = http.get(f"{server.url}/metrics").text
+    assert "JUNK" not in text and 'method="other"' in text
