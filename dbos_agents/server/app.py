@@ -62,7 +62,16 @@ def create_app(
             "" if secret else " and, with no token secret, read and drive every session",
             extra={"event": "server.unauthenticated"},
         )
-    tokens = SessionTokens(secret, settings.token_ttl_sec, clock=clock) if secret else None
+    tokens = (
+        SessionTokens(
+            secret,
+            settings.token_ttl_sec,
+            max_lifetime_seconds=settings.token_max_lifetime_sec,
+            clock=clock,
+        )
+        if secret
+        else None
+    )
     ctx = ServerContext(
         settings=settings,
         tokens=tokens,

@@ -2,8 +2,10 @@
 
 Session tokens
     ``POST /sessions`` answers with a token bound to the new, server-issued session id:
-    ``v1.<base64url(session id)>.<expiry, unix seconds>.<base64url(HMAC-SHA256)>``, signed
-    with ``ServerSettings.secret`` over everything before the signature. Every
+    ``v2.<base64url(session id)>.<expiry>.<born>.<base64url(HMAC-SHA256)>`` (unix seconds),
+    signed with ``ServerSettings.secret`` over everything before the signature. ``born`` is
+    when the first token of the chain was issued: a refresh keeps it, so no chain of
+    refreshes outlives ``token_max_lifetime_sec`` (``v1`` tokens, without it, still verify). Every
     ``/sessions/{id}/...`` call sends it as ``Authorization: Bearer <token>``. Missing or
     malformed header, bad signature or expired token: 401. A valid token for another
     session: 403. Signatures and session ids are compared with ``hmac.compare_digest``.
@@ -75,7 +77,7 @@ Authenticate: TypeAlias = Callable[
 Clock: TypeAlias = Callable[[], float]
 """Seconds since the epoch (``time.time``); injectable for tests."""
 
-TOKEN_VERSION = "v1"
+TOKEN_VERSION = "v2"
 
 
 class TokenError(Exception):
@@ -86,6 +88,14 @@ class TokenError(Exception):
 class IssuedToken:
     token: str
     expires_at: datetime
+
+
+@dataclass(frozen=True)
+class VerifiedToken:
+    session_id: str
+    expires: int
+    born: int
+    """When the chain's first token was issued (unix seconds)."""
 
 
 def _b64(data: bytes) -> str:
@@ -99,17 +109,31 @@ def _unb64(text: str) -> bytes:
 class SessionTokens:
     """Issues and verifies session-bound HMAC tokens (see the module doc)."""
 
-    def __init__(self, secret: str, ttl_seconds: int, *, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        secret: str,
+        ttl_seconds: int,
+        *,
+        max_lifetime_seconds: int | None = None,
+        clock: Clock = time.time,
+    ) -> None:
         self._key = hashlib.sha256(b"dbos-agents session token\x00" + secret.encode()).digest()
         self.ttl_seconds = ttl_seconds
+        self.max_lifetime_seconds = max_lifetime_seconds or 24 * ttl_seconds
         self.clock = clock
 
     def _sign(self, signed_part: str) -> str:
         return _b64(hmac.new(self._key, signed_part.encode("ascii"), hashlib.sha256).digest())
 
-    def issue(self, session_id: str) -> IssuedToken:
-        expires = int(self.clock()) + self.ttl_seconds
-        signed_part = f"{TOKEN_VERSION}.{_b64(session_id.encode())}.{expires}"
+    def issue(self, session_id: str, *, born: int | None = None) -> IssuedToken:
+        """A token for ``session_id``; ``born`` (from the token being refreshed) caps its
+        expiry at ``born + max_lifetime_seconds``: raises ``TokenError`` once that passed."""
+        now = int(self.clock())
+        born = now if born is None else born
+        expires = min(now + self.ttl_seconds, born + self.max_lifetime_seconds)
+        if expires <= now:
+            raise TokenError("token lifetime exhausted: start a new session or sign in again")
+        signed_part = f"{TOKEN_VERSION}.{_b64(session_id.encode())}.{expires}.{born}"
         return IssuedToken(
             token=f"{signed_part}.{self._sign(signed_part)}",
             expires_at=datetime.fromtimestamp(expires, UTC),
@@ -117,10 +141,16 @@ class SessionTokens:
 
     def verify(self, token: str) -> str:
         """The session id the token is bound to; raises ``TokenError``."""
+        return self.verify_full(token).session_id
+
+    def verify_full(self, token: str) -> VerifiedToken:
+        """The session id, expiry and birth of a valid token; raises ``TokenError``."""
         parts = token.split(".")
-        if len(parts) != 4 or parts[0] != TOKEN_VERSION or not parts[2].isdigit():
+        v2 = len(parts) == 5 and parts[0] == "v2" and parts[3].isdigit()
+        v1 = len(parts) == 4 and parts[0] == "v1"
+        if not (v1 or v2) or not parts[2].isdigit():
             raise TokenError("malformed token")
-        signed_part, signature = token.rpartition(".")[0], parts[3]
+        signed_part, signature = token.rpartition(".")[0], parts[-1]
         try:
             expected = self._sign(signed_part)
         except UnicodeEncodeError:
@@ -128,10 +158,12 @@ class SessionTokens:
         # Compare the canonical encodings, so no two strings carry the same signature.
         if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
             raise TokenError("bad token signature")
-        if int(parts[2]) <= self.clock():
+        expires = int(parts[2])
+        if expires <= self.clock():
             raise TokenError("token expired")
+        born = int(parts[3]) if v2 else expires - self.ttl_seconds
         try:
-            return _unb64(parts[1]).decode()
+            return VerifiedToken(_unb64(parts[1]).decode(), expires, born)
         except (binascii.Error, UnicodeDecodeError, ValueError):
             raise TokenError("malformed token") from None
 

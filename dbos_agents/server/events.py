@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -90,8 +90,11 @@ async def stream_events(
     *,
     follow: bool,
     options: StreamOptions,
+    valid_until: float | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[str]:
-    """The SSE body (see the module doc)."""
+    """The SSE body (see the module doc). With ``valid_until`` (the token's expiry, unix
+    seconds) the stream sends an ``expired`` event and closes then."""
     yield f"retry: {max(100, int(options.poll_interval * 1000 * 5))}\n\n"
     last_seq = offset
     reported: tuple[str, int] | None = None
@@ -120,6 +123,9 @@ async def stream_events(
             last_sent = time.monotonic()
         now = time.monotonic()
         if now - started >= options.max_duration:
+            return
+        if valid_until is not None and clock() >= valid_until:
+            yield format_event("expired", '{"reason": "token expired: refresh it and resume"}')
             return
         if now - last_sent >= options.keepalive:
             yield ": keepalive\n\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 import sqlalchemy as sa
@@ -11,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..errors import DbosAgentsError, InvalidRequestError, UnknownAgentError
 from ..records import SubmitOutcome
-from .auth import Access, Operation
+from .auth import Access, Operation, TokenError, VerifiedToken, bearer_token, unauthorized
 from .context import ServerContext
 from .errors import ERROR_RESPONSES
 from .events import StreamOptions, stream_events
@@ -183,10 +184,15 @@ async def interrupt(request: Request, session_id: str) -> InterruptResult:
 )
 async def refresh_token(request: Request, session_id: str) -> SessionToken:
     """A fresh token for this session, for a caller that holds a valid one (or the hook's)."""
-    ctx, _ = await _authorize(request, "refresh_token", session_id)
+    ctx, access = await _authorize(request, "refresh_token", session_id)
     if ctx.tokens is None:
         raise HTTPException(404, "this server issues no tokens (no secret configured)")
-    issued = ctx.tokens.issue(session_id)
+    # A refresh keeps the chain's birth: only the hook (a fresh sign-in) starts a new one.
+    born = _token(ctx, request).born if access.via == "token" else None
+    try:
+        issued = ctx.tokens.issue(session_id, born=born)
+    except TokenError as exc:
+        raise unauthorized(str(exc)) from None
     return SessionToken(session_id=session_id, token=issued.token, expires_at=issued.expires_at)
 
 
@@ -207,7 +213,9 @@ async def events(
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """The session's messages as server-sent events, resumable (see ``events.py``)."""
-    ctx, _ = await _authorize(request, "read_events", session_id)
+    ctx, access = await _authorize(request, "read_events", session_id)
+    # A stream let in by a token ends when that token expires.
+    valid_until = _token(ctx, request).expires if access.via == "token" else None
     if last_event_id is not None:
         try:
             offset = int(last_event_id)
@@ -226,12 +234,20 @@ async def events(
         options=StreamOptions(
             s.events_poll_interval_sec, s.events_keepalive_sec, s.events_max_stream_sec
         ),
+        valid_until=valid_until,
+        clock=ctx.tokens.clock if ctx.tokens is not None else time.time,
     )
     return StreamingResponse(
         body,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def _token(ctx: ServerContext, request: Request) -> VerifiedToken:
+    """The bearer token ``_authorize`` already accepted, read again for its fields."""
+    assert ctx.tokens is not None
+    return ctx.tokens.verify_full(bearer_token(request))
 
 
 def _ping(engine: sa.Engine) -> None:

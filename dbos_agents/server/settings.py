@@ -44,6 +44,9 @@ class ServerSettings(BaseSettings):
     """HMAC key of session tokens (at least 32 characters). Without it no tokens are issued;
     then an ``authenticate`` hook or ``allow_unauthenticated`` must authorize every call."""
     token_ttl_sec: int = Field(default=3600, gt=0)
+    token_max_lifetime_sec: int = Field(default=24 * 3600, gt=0)
+    """No chain of ``POST /sessions/{id}/token`` refreshes outlives this from the first
+    token; an open event stream closes when its token expires."""
     """Lifetime of a session token; ``POST /sessions/{id}/token`` issues a fresh one."""
     max_body_bytes: int = Field(default=1 << 20, gt=0)
     """Larger request bodies are refused with 413 before they are read."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime
 
@@ -21,6 +23,7 @@ from .conftest import SECRET, LiveServer, auth
 
 pytestmark = pytest.mark.integration
 TTL = 60
+MAX_LIFETIME = 150
 MAX_BODY = 4096
 
 
@@ -57,6 +60,7 @@ def server(fresh_database_url: str, clock: FakeClock) -> Iterator[LiveServer]:
         database_url=fresh_database_url,
         secret=SecretStr(SECRET),
         token_ttl_sec=TTL,
+        token_max_lifetime_sec=MAX_LIFETIME,
         max_body_bytes=MAX_BODY,
     )
     live = LiveServer(create_app(settings, authenticate=hook, clock=clock)).start()
@@ -116,18 +120,21 @@ def test_tampered_tokens_are_401_and_other_sessions_are_403(
 ) -> None:
     a, b = _create(http, server), _create(http, server)
     url_a = f"{server.url}/sessions/{a['session_id']}"
-    version, sid_part, expiry, signature = a["token"].split(".")
+    version, sid_part, expiry, born, signature = a["token"].split(".")
     for i in (0, len(signature) // 2, len(signature) - 1):  # flip a byte of the signature
         flipped = signature[:i] + ("A" if signature[i] != "A" else "B") + signature[i + 1 :]
-        r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{expiry}.{flipped}"))
+        r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{expiry}.{born}.{flipped}"))
         assert r.status_code == 401 and "signature" in r.json()["message"]
     # Swap the session id inside A's token for B's: the signature no longer matches.
     b_part = base64.urlsafe_b64encode(b["session_id"].encode()).rstrip(b"=").decode()
-    swapped = f"{version}.{b_part}.{expiry}.{signature}"
+    swapped = f"{version}.{b_part}.{expiry}.{born}.{signature}"
     r = http.get(f"{server.url}/sessions/{b['session_id']}", headers=auth(swapped))
     assert r.status_code == 401
     # Extend the expiry: same.
-    r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{int(expiry) + 9999}.{signature}"))
+    r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{int(expiry) + 9999}.{born}.{signature}"))
+    assert r.status_code == 401
+    # Move the birth later (to refresh past the max lifetime): same.
+    r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{expiry}.{int(born) + 9999}.{signature}"))
     assert r.status_code == 401
     # A valid token used on another session's routes: 403, on every route.
     for method, path, body in (
@@ -278,3 +285,38 @@ def test_junk_methods_collapse_into_one_metrics_label(
         http.request(f"JUNK{i}", f"{server.url}/sessions/x{i}")
     text = http.get(f"{server.url}/metrics").text
     assert "JUNK" not in text and 'method="other"' in text
+
+
+def test_refreshes_cannot_extend_a_token_past_its_max_lifetime(
+    http: httpx.Client, server: LiveServer, clock: FakeClock
+) -> None:
+    created = _create(http, server)
+    sid, token, t0 = created["session_id"], created["token"], clock.now
+    expiries = []
+    for _ in range(3):
+        clock.now += 45
+        r = http.post(f"{server.url}/sessions/{sid}/token", headers=auth(token))
+        assert r.status_code == 200, r.text
+        token = r.json()["token"]
+        expiries.append(datetime.fromisoformat(r.json()["expires_at"]).timestamp() - t0)
+    assert expiries == [105, MAX_LIFETIME, MAX_LIFETIME]  # capped at birth + max lifetime
+    clock.now = t0 + MAX_LIFETIME
+    r = http.post(f"{server.url}/sessions/{sid}/token", headers=auth(token))
+    assert r.status_code == 401
+
+
+def test_an_event_stream_closes_when_its_token_expires(
+    http: httpx.Client, server: LiveServer, clock: FakeClock
+) -> None:
+    created = _create(http, server)
+
+    def expire_soon() -> None:
+        time.sleep(0.5)
+        clock.now += TTL
+
+    threading.Thread(target=expire_soon, daemon=True).start()
+    url = f"{server.url}/sessions/{created['session_id']}/events"
+    with http.stream("GET", url, headers=auth(created["token"]), timeout=20) as r:
+        assert r.status_code == 200
+        lines = list(r.iter_lines())  # ends only because the server closes the stream
+    assert "event: expired" in lines

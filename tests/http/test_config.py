@@ -3,6 +3,7 @@ No database and no server needed."""
 
 from __future__ import annotations
 
+import base64
 import logging
 
 import pytest
@@ -91,3 +92,20 @@ def test_tokens_are_bound_signed_and_expire() -> None:
     now[0] += 60
     with pytest.raises(TokenError, match="expired"):
         tokens.verify(issued.token)
+
+
+def test_a_refresh_chain_ends_at_the_max_lifetime_and_v1_tokens_still_verify() -> None:
+    now = [1_000_000.0]
+    tokens = SessionTokens(SECRET, 60, max_lifetime_seconds=100, clock=lambda: now[0])
+    first = tokens.verify_full(tokens.issue("ses_a").token)
+    assert (first.session_id, first.born, first.expires) == ("ses_a", 1_000_000, 1_000_060)
+    now[0] += 50
+    second = tokens.verify_full(tokens.issue("ses_a", born=first.born).token)
+    assert (second.born, second.expires) == (1_000_000, 1_000_100)
+    now[0] += 50
+    with pytest.raises(TokenError, match="lifetime"):
+        tokens.issue("ses_a", born=second.born)
+    # A v1 token (issued before the upgrade) verifies; its birth is taken as expiry - ttl.
+    signed = f"v1.{base64.urlsafe_b64encode(b'ses_b').rstrip(b'=').decode()}.{int(now[0]) + 30}"
+    v1 = f"{signed}.{tokens._sign(signed)}"
+    assert tokens.verify_full(v1).born == int(now[0]) + 30 - 60
