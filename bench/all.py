@@ -47,6 +47,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from sections import parked_section, recovery_section, start_section
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -56,6 +58,7 @@ PY = sys.executable
 TURN_DB = "dbos_agents_bench_all_turns"
 SUBMIT_DB = "dbos_agents_bench_all_submit"
 START_DB = "dbos_agents_bench_all_start"
+PARKED_DB = "dbos_agents_bench_all_parked"
 OURS = "dbos-agents: model step (turn recorded) + tool step"  # row labels in turn_overhead.py
 MIX = "raw DBOS: 2 steps + 2 datasource tx"
 PRIMARY = "submit -> run finished (workflow_status.updated_at)"  # submit_latency.py metrics
@@ -75,10 +78,19 @@ class Sizes:
     sequential: int  # submit_latency: sequential sessions
     raw: int  # submit_latency: raw-DBOS recv/send iterations
     starts: int  # start_latency: sessions per path
+    parked: int  # parked: sessions waiting in one worker
+    burst: int  # parked: submits at once
+    recovery: int  # recovery: sessions in flight at the SIGKILL
 
 
-DEFAULT = Sizes(sessions=30, peer_sessions=30, turns=10, sequential=300, raw=100, starts=200)
-QUICK = Sizes(sessions=5, peer_sessions=3, turns=10, sequential=30, raw=10, starts=20)
+DEFAULT = Sizes(
+    sessions=30, peer_sessions=30, turns=10, sequential=300, raw=100, starts=200,
+    parked=2000, burst=1000, recovery=1000,
+)  # fmt: skip
+QUICK = Sizes(
+    sessions=5, peer_sessions=3, turns=10, sequential=30, raw=10, starts=20,
+    parked=200, burst=100, recovery=100,
+)  # fmt: skip
 
 
 class BenchFailed(RuntimeError):
@@ -129,7 +141,7 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
     turn = on_fresh_database(
         server_url,
         TURN_DB,
-        "1/4 turn_overhead",
+        "1/6 turn_overhead",
         [
             *(PY, "bench/turn_overhead.py", "--json"),
             *("--sessions", str(sizes.sessions), "--turns", str(sizes.turns)),
@@ -138,7 +150,7 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
     peer_rows: list[dict[str, Any]] = []
     if peers:
         peer_rows = run_json(
-            "2/4 peers",
+            "2/6 peers",
             [
                 *(PY, "bench/peers/run.py", "--json", "--server-url", server_url),
                 *("--sessions", str(sizes.peer_sessions), "--turns", str(sizes.turns)),
@@ -148,7 +160,7 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
     submit = on_fresh_database(
         server_url,
         SUBMIT_DB,
-        "3/4 submit_latency",
+        "3/6 submit_latency",
         [
             *(PY, "bench/submit_latency.py", "--json", "--concurrent", "0"),
             *("--handle-samples", "0", "--sequential", str(sizes.sequential)),
@@ -158,14 +170,34 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
     starts = on_fresh_database(
         server_url,
         START_DB,
-        "4/4 start_latency",
+        "4/6 start_latency",
         [*(PY, "bench/start_latency.py", "--json", "--sessions", str(sizes.starts))],
     )
+    parked = on_fresh_database(
+        server_url,
+        PARKED_DB,
+        "5/6 parked",
+        [
+            *(PY, "bench/parked.py", "--json", "--sessions", str(sizes.parked)),
+            *("--burst", str(sizes.burst), "--samples", str(min(300, sizes.parked // 4))),
+            *("--start-wave", "500", "--idle", "5"),
+        ],
+    )
+    recovery = run_json(
+        "6/6 recovery",
+        [
+            *(PY, "bench/recovery.py", "--json", "--private-cluster"),
+            *("--sessions", str(sizes.recovery)),
+        ],
+        timeout=1800,
+    )[-1]
     return {
         "turn_overhead": turn,
         "peers": peer_rows,
         "submit_latency": submit,
         "start_latency": starts,
+        "parked": parked,
+        "recovery": recovery,
     }
 
 
@@ -531,6 +563,8 @@ def report(
         f"![submit -> resume latency]({img_dir}/submit_resume.png)",
         "",
         *start_section(results["start_latency"]),
+        *parked_section(results["parked"]["figures"]),
+        *recovery_section(results["recovery"]),
         "## What each benchmark is",
         "",
         "- `bench/turn_overhead.py`: dbos-agents' durable loop (a model step that records the"
@@ -543,47 +577,15 @@ def report(
         " (run it alone for the 1,000-waiting-sessions section and `await handle.result()`).",
         "- `bench/start_latency.py`: a one-turn session at a time, started in the worker and"
         " through `AgentClient`, interleaved with raw DBOS starts (direct and enqueued).",
+        "- `bench/parked.py`: many sessions waiting on a client tool in one worker process"
+        " (RSS, threads, connections), submits while they wait, then a burst.",
+        "- `bench/recovery.py`: SIGKILL a worker with sessions in flight on a private"
+        " cluster, restart it, count duplicate effects.",
         "- `bench/http_submit.py` (HTTP submit throughput through `dbos-agents serve`) needs a"
         " worker and a server process and is run on its own.",
         "",
     ]
     return "\n".join(out)
-
-
-def start_section(res: dict[str, Any]) -> list[str]:
-    """Start -> first model call and last step -> result(), against raw DBOS."""
-    from start_latency import ROWS
-
-    samples, cpu = res["samples_ms"], res["cpu_ms_per_session"]
-    ours, raw = pct(samples["ours_start"], 50), pct(samples["raw_start"], 50)
-    res_ours, res_raw = pct(samples["ours_result"], 50), pct(samples["raw_result"], 50)
-    return [
-        "## Start and result latency",
-        "",
-        f"One session at a time ({res['sessions']} per path), an agent that answers at once;"
-        f" queue polling {res['queue_polling_interval_sec']} s (the default). Starts are"
-        " announced by NOTIFY and claimed at once; the raw enqueue row waits for DBOS's"
-        " poll. CPU is the process's CPU ms per session over the whole start-to-result path.",
-        "",
-        table(
-            ("path (ms)", "n", "p50", "p90", "p99", "max", "CPU ms/session"),
-            [
-                (
-                    label,
-                    str(len(samples[key])),
-                    *(f"{pct(samples[key], q):.1f}" for q in (50, 90, 99)),
-                    f"{max(samples[key]):.1f}",
-                    f"{cpu[ck]:.1f}" if ck else "",
-                )
-                for key, label, ck in ROWS
-            ],
-        ),
-        "",
-        f"Headline: start -> first model call p50 **{ours:.1f} ms** ({ratio(ours, raw)}x a"
-        f" direct raw DBOS start); last step -> result() p50 **{res_ours:.1f} ms**"
-        f" ({res_raw:.1f} ms raw).",
-        "",
-    ]
 
 
 # ---------------------------------------------------------------------------- main
@@ -604,6 +606,9 @@ def main() -> None:
         ("sequential", "submit_latency: sequential sessions"),
         ("raw", "submit_latency: raw-DBOS floor iterations"),
         ("starts", "start_latency: sessions per path"),
+        ("parked", "parked: sessions waiting in one worker"),
+        ("burst", "parked: submits at once"),
+        ("recovery", "recovery: sessions in flight at the SIGKILL"),
     ):
         p.add_argument(f"--{name}", type=int, help=f"{help_} (default: see Sizes)")
     p.add_argument("--no-peers", action="store_true", help="skip bench/peers (no peers venv)")

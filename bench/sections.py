@@ -1,0 +1,133 @@
+"""Sections of docs/benchmarks.md for the start, parked and recovery benchmarks.
+
+Kept apart from bench/all.py (which runs the benchmarks and writes the report) so each
+file stays readable; every function turns one benchmark's JSON into markdown lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def pct(xs: Sequence[float], q: float) -> float:
+    """Percentile q (0-100) by nearest rank, as bench/all.py computes it."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))]
+
+
+def table(header: Sequence[str], body: Sequence[Sequence[str]], right_from: int = 1) -> str:
+    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+    rows = [header, align, *body]
+    return "\n".join("| " + " | ".join(r) + " |" for r in rows)
+
+
+def met(ok: bool) -> str:
+    return "yes" if ok else "**no**"
+
+
+def start_section(res: dict[str, Any]) -> list[str]:
+    """Start -> first model call and last step -> result(), against raw DBOS."""
+    from start_latency import ROWS
+
+    samples, cpu = res["samples_ms"], res["cpu_ms_per_session"]
+    ours, raw = pct(samples["ours_start"], 50), pct(samples["raw_start"], 50)
+    res_ours = pct(samples["ours_result"], 50)
+    return [
+        "## Start and result latency",
+        "",
+        f"One session at a time ({res['sessions']} per path), an agent that answers at once;"
+        f" queue polling {res['queue_polling_interval_sec']} s (the default). Starts are"
+        " announced by NOTIFY in the start transaction and claimed at once; the raw enqueue"
+        " row waits for DBOS's poll. CPU is the process's CPU ms per session over the whole"
+        " start-to-result path.",
+        "",
+        table(
+            ("path (ms)", "n", "p50", "p90", "p99", "max", "CPU ms/session"),
+            [
+                (
+                    label,
+                    str(len(samples[key])),
+                    *(f"{pct(samples[key], q):.1f}" for q in (50, 90, 99)),
+                    f"{max(samples[key]):.1f}",
+                    f"{cpu[ck]:.1f}" if ck else "",
+                )
+                for key, label, ck in ROWS
+            ],
+        ),
+        "",
+        f"Goals: start -> first model call p50 <= 20 ms: **{ours:.1f} ms** ({met(ours <= 20)};"
+        f" {ours / raw:.2f}x a direct raw DBOS start, which skips the queue); last step ->"
+        f" result() p50 <= 10 ms: **{res_ours:.1f} ms** ({met(res_ours <= 10)}).",
+        "",
+    ]
+
+
+def parked_section(f: dict[str, Any]) -> list[str]:
+    """bench/parked.py: N sessions waiting in one worker, then a burst of submits."""
+    rows = [
+        ("time to park (first start -> last armed)",
+         f"{f['park_s']:.1f} s ({f['park_rate']:.0f}/s, worker CPU {f['park_worker_cpu_s']:.1f} s)",
+         "", ""),
+        ("RSS above the launch baseline per waiting session",
+         f"{f['rss_kb_per_session']:.1f} KB", "<= 20 KB", met(f["rss_kb_per_session"] <= 20)),
+        ("OS threads: baseline / parked / max seen",
+         f"{f['baseline_threads']} / {f['parked_threads']} / {f['max_threads']}", "<= 64",
+         met(f["max_threads"] <= 64)),
+        ("Postgres connections of the worker: parked / max",
+         f"{f['pg_conns_parked']} / {f['pg_conns_max']}", "", ""),
+        ("worker CPU while parked and idle",
+         f"{f['idle_cpu_pct']:.1f} % of a core (before parking {f['base_idle_cpu_pct']:.1f} %)",
+         "", ""),
+        (f"submit -> run finished p50 ({f['samples']} sequential)", f"{f['p50_ms']:.1f} ms",
+         "<= 20 ms", met(f["p50_ms"] <= 20)),
+        ("submit -> run finished p99", f"{f['p99_ms']:.1f} ms", "<= 100 ms",
+         met(f["p99_ms"] <= 100)),
+        (f"burst of {f['burst']} submits: drain rate", f"{f['drain_per_s']:.1f} sessions/s",
+         ">= 60/s", met(f["drain_per_s"] >= 60)),
+        ("burst: worker CPU per resumed turn", f"{f['cpu_ms_per_turn']:.1f} ms", "", ""),
+    ]
+    return [
+        "## Parked sessions and a burst of submits",
+        "",
+        f"`bench/parked.py`: {f['parked']} sessions wait on a client tool in one worker"
+        " process (measured from `/proc`, apart from the driver that plays the API server);"
+        " then sequential submits while they all wait, then a burst of concurrent submits."
+        " See docs/bench-notes/parked.md for the 10,000-session run and the profiles.",
+        "",
+        table(("figure", "value", "goal", "met"), [tuple(r) for r in rows]),
+        "",
+    ]
+
+
+def recovery_section(r: dict[str, Any]) -> list[str]:
+    """bench/recovery.py: SIGKILL a worker with N sessions in flight, restart, recover."""
+    n = r["args"]["sessions"]
+    rec, chk, kill = r["recovery"], r["checks"], r["at_kill"]
+    terminal = {"completed", "failed", "max_turns", "budget_exhausted", "interrupted"}
+    done = sum(v for k, v in kill["sessions"].items() if k in terminal)
+    total = rec["spawn_to_all_done_sec"]
+    rows = [
+        ("in flight at the SIGKILL", f"{n - done} of {n}", "", ""),
+        ("restart (spawn) -> all finished", f"{total:.1f} s", "<= 20 s", met(total <= 20)),
+        ("recovered sessions / s", f"{rec['sessions_per_sec']:.1f}", "", ""),
+        ("worker CPU over the recovery (all threads)", f"{rec['worker_cpu_sec']:.1f} s", "", ""),
+        ("Postgres CPU over the recovery", f"{rec['postgres_cpu_sec']:.1f} s", "", ""),
+        ("duplicate effects", str(chk["duplicate_effects"]), "0",
+         met(chk["duplicate_effects"] == 0)),
+        ("durability errors (the model told the outcome is unknown)",
+         str(chk["durability_errors"]), "", ""),
+    ]
+    return [
+        "## Recovery after SIGKILL",
+        "",
+        f"`bench/recovery.py`: {n} sessions ({r['args']['turns']} side-effecting tool turns and"
+        " an answer each) on a private Postgres cluster; the worker is SIGKILLed with most in"
+        " flight and restarted with the same executor id. See docs/bench-notes/recovery.md.",
+        "",
+        table(("figure", "value", "goal", "met"), [tuple(r) for r in rows]),
+        "",
+        f"The restarted worker is CPU-bound in one process (one core under the GIL):"
+        f" {rec['worker_cpu_sec']:.0f} s of worker CPU for {n - done} sessions.",
+        "",
+    ]
