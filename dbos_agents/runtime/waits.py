@@ -14,6 +14,7 @@ from typing import Any
 
 from dbos import DBOS, SetWorkflowID
 from dbos._error import DBOSAwaitedWorkflowCancelledError
+from pydantic import ValidationError
 
 from ..agent import Agent
 from ..delivery import (
@@ -114,8 +115,27 @@ async def run_client_call(
     if isinstance(delivery, ErrorDelivery):
         return ToolResult.failure(tool_call_id, tool, "client-error", delivery.error)
     if isinstance(delivery, ResultDelivery):
-        return ToolResult.success(tool_call_id, tool, delivery.result)
+        return _checked_result(spec, tool, tool_call_id, delivery.result)
     return _mismatch(tool_call_id, tool, delivery)
+
+
+def _checked_result(spec: RunSpec, tool: str, tool_call_id: str, result: Any) -> ToolResult:
+    """The submitted result, validated against the client tool's output model as declared
+    (the submit checked only the JSON schema stored with the wait): a mismatch becomes an
+    error result the model reads, never a failed run."""
+    ct = get_context().agent(spec["agent"]).client_tools.get(tool)
+    if ct is not None:
+        try:
+            ct.output.model_validate(result)
+        except ValidationError as exc:
+            return ToolResult.failure(
+                tool_call_id,
+                tool,
+                "client-error",
+                f"the submitted result does not match the output model of {tool!r}",
+                details=json.loads(exc.json(include_url=False, include_context=False)),
+            )
+    return ToolResult.success(tool_call_id, tool, result)
 
 
 async def run_approval_call(

@@ -59,7 +59,11 @@ _WANTED = {"approval": "an approval", "client": "a client-tool result"}
 
 
 def _schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, object]]:
-    validator = jsonschema.Draft202012Validator(schema)
+    # Formats are checked too (date-time, uuid, email, ...): a pydantic output model emits
+    # them, and the worker's model would refuse what the bare schema lets through.
+    validator = jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
     return [
         {"path": "/".join(str(p) for p in e.absolute_path) or "(root)", "message": e.message}
         for e in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from dbos_agents import Agent, ModelResponse, ToolContext, TransientModelError, client_tool, tool
 from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
@@ -108,6 +109,26 @@ class ConfirmOut(BaseModel):
 
 
 confirm = client_tool("confirm", input=ConfirmIn, output=ConfirmOut)
+
+
+class BookIn(BaseModel):
+    what: str
+
+
+class Booking(BaseModel):
+    when: datetime
+    id: UUID
+    seats: int
+
+    @field_validator("seats")
+    @classmethod
+    def _even(cls, v: int) -> int:  # a rule the JSON schema cannot express
+        if v % 2:
+            raise ValueError("seats come in pairs")
+        return v
+
+
+book = client_tool("book", input=BookIn, output=Booking)
 confirm_fast = client_tool(
     "confirm_fast", input=ConfirmIn, output=ConfirmOut, timeout=timedelta(seconds=1)
 )
@@ -206,6 +227,10 @@ def respond(request: ModelRequest) -> str | ModelResponse:
         if turn == 0:
             return calls(call(child, {"message": f"from {agent}: {_last_user(request)}"}))
         return f"{agent} got: {_last_tool(request)}"
+    if agent == "booker":
+        if turn == 0:
+            return calls(call("book", {"what": _last_user(request)}))
+        return f"booker got: {_last_tool(request)}"
     if agent == "ugly":
         if turn == 0:
             return calls(call("ugly_charge", {"order_id": UGLY}))
@@ -230,6 +255,7 @@ AGENTS = [
     Agent("closer", tools=[close_account]),
     Agent("pchat", persistent=True, idle_ttl=timedelta(seconds=3)),
     Agent("ugly", tools=[ugly_charge]),
+    Agent("booker", tools=[book]),
     Agent(
         "boss",
         sub_agents=[Agent("middle", sub_agents=[Agent("leaf", tools=[confirm])])],

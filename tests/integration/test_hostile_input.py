@@ -95,3 +95,29 @@ async def test_a_submit_with_hostile_values_is_refused_and_changes_nothing(
         client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
     )
     assert ok.status == "accepted" and (await h.result()).status == "completed"
+
+
+async def test_results_are_validated_as_declared_formats_at_submit_model_in_the_worker(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    from dbos_agents import InvalidResultError
+
+    h = await runtime.start("booker", "a table")
+    (p,) = await _pending(client, h.session_id)
+    with pytest.raises(InvalidResultError) as err:
+        await asyncio.to_thread(
+            client.submit_tool_result,
+            h.session_id,
+            p.tool_call_id,
+            result={"when": "not a date", "id": "not-a-uuid", "seats": 2},
+        )
+    assert {e["path"] for e in err.value.errors} == {"when", "id"}
+    # Schema-valid, but the output model's own rule refuses it: the model reads an error.
+    good_shape = {"when": "2026-11-22T10:00:00Z", "id": "123e4567-e89b-12d3-a456-426614174000"}
+    out = await asyncio.to_thread(
+        client.submit_tool_result, h.session_id, p.tool_call_id, result={**good_shape, "seats": 3}
+    )
+    assert out.status == "accepted"
+    res = await h.result()
+    assert res.status == "completed"
+    assert res.output is not None and "client-error" in res.output and "pairs" in res.output
