@@ -140,14 +140,20 @@ class AgentClient:
         return self._submit(session_id, tool_call_id, delivery)
 
     def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitOutcome:
-        """Approve or deny an approval-gated tool call (root session id)."""
+        """Approve or deny an approval-gated tool call (root session id); ``decided_by``
+        is stored with the decision and shown in ``pending(include_resolved=True)``."""
         if not isinstance(approved, bool):
             raise InvalidRequestError("approved must be true or false")
-        return self._submit(
-            session_id, tool_call_id, ApprovalDelivery(approved=approved, reason=reason)
-        )
+        delivery = ApprovalDelivery(approved=approved, reason=reason, decided_by=decided_by)
+        return self._submit(session_id, tool_call_id, delivery)
 
     def fail(self, session_id: str, tool_call_id: str, error: str) -> SubmitOutcome:
         """Operator escape hatch: settle a stuck call of either kind with an error result."""

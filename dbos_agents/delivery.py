@@ -40,6 +40,8 @@ class ApprovalDelivery(_Base):
     kind: Literal["approval"] = "approval"
     approved: bool
     reason: str | None = None
+    decided_by: str | None = None
+    """Who approved or denied: the HTTP server sets the authenticated subject."""
 
 
 class InterruptDelivery(_Base):

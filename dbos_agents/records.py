@@ -46,6 +46,9 @@ class PendingCall(BaseModel):
     user_id: str | None
     tenant_id: str | None
     created_at: datetime
+    submission: JSONValue = None
+    """What was submitted, once it was: for an approval the decision, its reason and who
+    decided (``decided_by``)."""
 
 
 class InterruptOutcome(BaseModel):

@@ -154,7 +154,9 @@ async def run_approval_call(
             cid,
             tool,
             "approval-denied",
-            "A human denied this call" + (f": {delivery.reason}" if delivery.reason else "."),
+            "A human denied this call"
+            + (f" ({delivery.decided_by})" if delivery.decided_by else "")
+            + (f": {delivery.reason}" if delivery.reason else "."),
         )
     out = await DBOS.run_step_async({"name": f"dbos_agents.tool.v1:{tool}"}, tool_step, call)
     return ToolResult.model_validate(out)

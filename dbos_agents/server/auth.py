@@ -12,7 +12,9 @@ Session tokens
 
 The ``authenticate`` hook
     ``authenticate(request, operation, session_id) -> Principal | None`` (sync or async) is
-    called first on every API call (``session_id`` is None for ``create_session``):
+    called first on every API call (``session_id`` is None for ``create_session``;
+    submitting a client-tool result is ``submit_result``, approving or denying is
+    ``decide_approval``, which a session token alone may not do):
 
     - return a ``Principal``: the hook vouches for the call; no token is needed. On session
       routes, when the principal has a ``tenant_id`` or ``user_id``, the server also checks
@@ -52,7 +54,8 @@ Operation = Literal[
     "read_session",
     "read_pending",
     "read_events",
-    "submit",
+    "submit_result",
+    "decide_approval",
     "interrupt",
     "refresh_token",
 ]

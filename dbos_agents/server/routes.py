@@ -17,6 +17,7 @@ from .context import ServerContext
 from .errors import ERROR_RESPONSES
 from .events import StreamOptions, stream_events
 from .schemas import (
+    Approval,
     CreateSession,
     Health,
     InterruptResult,
@@ -144,11 +145,26 @@ async def submit_tool_result(
 ) -> SubmitAccepted | JSONResponse:
     """Answer a client-tool call or an approval, addressed by the root session id.
     Idempotent: a second submit of the same call answers ``already_completed``."""
-    ctx, _ = await _authorize(request, "submit", session_id)
+    approval = isinstance(body, Approval)
+    ctx, access = await _authorize(
+        request, "decide_approval" if approval else "submit_result", session_id
+    )
+    delivery = body.delivery()
+    if isinstance(body, Approval):
+        # Approving is an authority of its own: the session token lets the session's user
+        # answer client tools, not approve the calls gated on someone else's judgment.
+        if access.principal is None and not ctx.settings.tokens_may_approve:
+            raise HTTPException(
+                403,
+                "approvals need an approver signed in through the authenticate hook"
+                " (or tokens_may_approve)",
+            )
+        who = access.principal.subject if access.principal is not None else access.via
+        delivery = body.delivery(decided_by=who)
     client = ctx.agent_client()
     try:
         outcome: SubmitOutcome = await run_in_threadpool(
-            client.deliver, session_id, body.tool_call_id, body.delivery()
+            client.deliver, session_id, body.tool_call_id, delivery
         )
     except DbosAgentsError as exc:
         ctx.metrics.submits.labels(body.kind, exc.code).inc()

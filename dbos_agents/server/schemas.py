@@ -86,8 +86,8 @@ class Approval(BaseModel):
     approved: StrictBool
     reason: str | None = None
 
-    def delivery(self) -> Delivery:
-        return ApprovalDelivery(approved=self.approved, reason=self.reason)
+    def delivery(self, decided_by: str | None = None) -> Delivery:
+        return ApprovalDelivery(approved=self.approved, reason=self.reason, decided_by=decided_by)
 
 
 Submission = Annotated[ClientToolResult | ClientToolError | Approval, Field(discriminator="kind")]

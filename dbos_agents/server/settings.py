@@ -57,6 +57,10 @@ class ServerSettings(BaseSettings):
     name is enqueued, and a name no worker knows is only found out by the worker."""
     authenticate: str | None = None
     """``module:callable`` of an ``Authenticate`` hook, loaded when none is passed in code."""
+    tokens_may_approve: bool = False
+    """Let a session token (or an anonymous caller) approve or deny the session's
+    approval-gated calls. Off: only a principal from the authenticate hook may, and the
+    hook sees the distinct operation ``decide_approval``."""
     metrics_enabled: bool = True
     """Serve ``GET /metrics`` (no auth: route templates and counts only, never ids)."""
     events_poll_interval_sec: float = Field(default=0.2, gt=0)

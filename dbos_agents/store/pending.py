@@ -242,7 +242,7 @@ def list_pending(
     sql = (
         f"SELECT root_session_id, tool_call_id, owner_session_id, owner_workflow_id, kind, tool,"
         f" arguments, deadline, output_schema, status, submitted_at, resolved_at, user_id,"
-        f" tenant_id, created_at FROM {S}.pending_calls"
+        f" tenant_id, created_at, submission FROM {S}.pending_calls"
         + (" WHERE " + " AND ".join(where) if where else "")
         + " ORDER BY deadline, tool_call_id LIMIT :limit"
     )

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from dbos_agents import AgentClient
+from dbos_agents import AgentClient, InvalidRequestError
 from dbos_agents.server import ServerSettings, create_app
 from dbos_agents.testing import WorkerProcess
 
@@ -113,10 +113,12 @@ def test_client_tool_round_trip_and_duplicate(api: Api, agent_client: AgentClien
     assert r.status_code == 400
     err = r.json()
     assert err["error"] == "INVALID_RESULT" and err["details"][0]["path"] == "ok"
-    # An approval cannot answer a client tool.
+    # A session token approves nothing; and an approval cannot answer a client tool.
     wrong = {"kind": "approval", "tool_call_id": p["tool_call_id"], "approved": True}
     r = api.submit(sid, token, wrong)
-    assert r.status_code == 400 and r.json()["error"] == "INVALID_REQUEST"
+    assert r.status_code == 403 and r.json()["error"] == "FORBIDDEN"
+    with pytest.raises(InvalidRequestError):
+        agent_client.submit_approval(sid, p["tool_call_id"], True)
     good = {
         "kind": "client-tool-result",
         "tool_call_id": p["tool_call_id"],
@@ -140,15 +142,27 @@ def test_client_tool_error_reaches_the_model(api: Api, agent_client: AgentClient
     assert "closed tab" in api.wait(sid, token)["session"]["final_output"]
 
 
-def test_approval(api: Api, agent_client: AgentClient) -> None:
+def test_a_session_token_cannot_approve_an_approver_can(
+    api: Api, agent_client: AgentClient
+) -> None:
     sid, token = api.create("closer", "close it")
     p = wait_pending(agent_client, sid)
     assert p.kind == "approval"
     body = {"kind": "approval", "tool_call_id": p.tool_call_id, "approved": True, "reason": "ok"}
-    r = api.submit(sid, token, body)
-    assert r.status_code == 200 and r.json()["status"] == "accepted"
+    r = api.submit(sid, token, body)  # the end user approving their own close_account
+    assert r.status_code == 403 and r.json()["error"] == "FORBIDDEN", r.text
+    assert wait_pending(agent_client, sid).status == "waiting"  # nothing changed
+    out = agent_client.submit_approval(sid, p.tool_call_id, True, "checked", decided_by="ops-ann")
+    assert out.status == "accepted"
     view = api.wait(sid, token)
     assert view["session"]["final_output"] == 'closer got: {"closed":"acc-1"}'
+    (done,) = agent_client.pending(session_id=sid, include_resolved=True)
+    assert done.submission == {
+        "kind": "approval",
+        "approved": True,
+        "reason": "checked",
+        "decided_by": "ops-ann",
+    }
 
 
 def test_unknown_tool_call_is_404(api: Api) -> None:

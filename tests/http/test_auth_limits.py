@@ -35,9 +35,13 @@ class FakeClock:
         return self.now
 
 
+OPERATIONS: list[str] = []
+
+
 async def hook(request: Request, operation: Operation, session_id: str | None) -> Principal | None:
     """Users log in with ``X-User``; ``admin`` and ``tenant:<t>`` callers skip tokens."""
     user = request.headers.get("x-user")
+    OPERATIONS.append(operation)
     if operation == "create_session":
         if user is None:
             raise HTTPException(401, "log in first")
@@ -320,3 +324,22 @@ def test_an_event_stream_closes_when_its_token_expires(
         assert r.status_code == 200
         lines = list(r.iter_lines())  # ends only because the server closes the stream
     assert "event: expired" in lines
+
+
+def test_the_hook_tells_results_from_approvals(http: httpx.Client, server: LiveServer) -> None:
+    created = _create(http, server)
+    url = f"{server.url}/sessions/{created['session_id']}/submit-tool-result"
+    bodies = {
+        "submit_result": {"kind": "client-tool-result", "tool_call_id": "c", "result": {}},
+        "decide_approval": {"kind": "approval", "tool_call_id": "c", "approved": True},
+    }
+    for operation, body in bodies.items():
+        OPERATIONS.clear()
+        r = http.post(url, json=body, headers={"x-user": "admin"})
+        assert r.status_code == 404  # no such wait: but the hook was asked the right thing
+        assert [operation] == OPERATIONS
+    # The session's own token may answer client tools but not approve.
+    r = http.post(url, json=bodies["decide_approval"], headers=auth(created["token"]))
+    assert r.status_code == 403 and "approver" in r.json()["message"]
+    r = http.post(url, json=bodies["submit_result"], headers=auth(created["token"]))
+    assert r.status_code == 404
