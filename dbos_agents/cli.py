@@ -39,10 +39,16 @@ def resolve_database_url(url: str | None, settings: Settings) -> str:
 @app.command()
 def migrate(
     database_url: str | None = typer.Option(None, "--database-url", help="Postgres URL"),
+    app_role: str | None = typer.Option(
+        None,
+        "--app-role",
+        help="create/grant an application role that row-level security restricts",
+    ),
 ) -> None:
     """Create or upgrade the dbos_agents schema (also done by every worker at launch)."""
     from .store.db import create_sync_engine
     from .store.migrate import current_version, prepare_database
+    from .store.roles import grant_app_role
 
     settings = Settings()
     url = resolve_database_url(database_url, settings)
@@ -50,9 +56,16 @@ def migrate(
     engine = create_sync_engine(url, pool_size=1)
     try:
         version = current_version(engine)
+        created = grant_app_role(engine, app_role) if app_role else None
     finally:
         engine.dispose()
     typer.echo(f"dbos and dbos_agents schemas are current (dbos_agents version {version})")
+    if app_role:
+        typer.echo(
+            f"application role {app_role} {'created and ' if created else ''}granted;"
+            f" GRANT {app_role} TO <your login role>, then name the user per transaction"
+            " (dbos_agents.store.roles.set_identity)"
+        )
 
 
 @app.command()
