@@ -40,10 +40,13 @@ def load_migrations() -> list[Migration]:
     return found
 
 
-def migrate(engine: sa.Engine) -> list[int]:
-    """Apply pending migrations; returns the versions applied by this call."""
+def migrate(engine: sa.Engine, *, upto: int | None = None) -> list[int]:
+    """Apply pending migrations (those up to version ``upto`` when given: the upgrade
+    tests build every earlier schema this way); returns the versions applied by this call."""
     applied: list[int] = []
     for mig in load_migrations():
+        if upto is not None and mig.version > upto:
+            break
         with engine.begin() as conn:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
             conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"))
