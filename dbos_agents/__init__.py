@@ -4,6 +4,7 @@ from .agent import Agent
 from .client import AgentClient
 from .client_tools import ClientTool, client_tool
 from .errors import (
+    AccessDeniedError,
     ConfigurationError,
     DatabaseUnavailableError,
     DbosAgentsError,
@@ -24,6 +25,7 @@ from .outcome import RunOutcome, SessionInfo
 from .records import HistoryEntry, InterruptOutcome, PendingCall, SubmitOutcome, ToolCallRecord
 from .results import ToolError, ToolResult
 from .runtime import AgentRuntime, SessionHandle
+from .scoped import ScopedClient
 from .settings import Settings
 from .tools import Tool, ToolContext, tool
 
@@ -38,6 +40,7 @@ __all__ = [
     # runtime
     "AgentClient",
     "AgentRuntime",
+    "ScopedClient",
     "SessionHandle",
     "Settings",
     # data
@@ -55,6 +58,7 @@ __all__ = [
     "ToolResult",
     "Usage",
     # errors
+    "AccessDeniedError",
     "ConfigurationError",
     "DatabaseUnavailableError",
     "DbosAgentsError",

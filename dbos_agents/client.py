@@ -25,6 +25,7 @@ from .records import (
     SubmitOutcome,
     ToolCallRecord,
 )
+from .scoped import ScopedClient
 from .settings import Settings
 from .store import queries, submit
 from .store.db import create_sync_engine, sqlalchemy_url
@@ -51,6 +52,11 @@ class AgentClient:
         self.dbos = DBOSClient(
             system_database_url=sqlalchemy_url(url), application_name=self.settings.app_name
         )
+
+    def for_identity(self, user_id: str, tenant_id: str | None = None) -> ScopedClient:
+        """This client bound to one user (and tenant): what user-facing code should hold.
+        Acting on another identity's session raises ``AccessDeniedError``."""
+        return ScopedClient(self, user_id, tenant_id)
 
     def close(self) -> None:
         self.dbos.destroy()

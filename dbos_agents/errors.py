@@ -9,6 +9,7 @@
     ├── UnknownAgentError          start() names an agent the runtime does not have
     ├── SessionNotFoundError       no session with that id
     ├── SessionBusyError           a message was sent to a session whose run is still going
+    ├── AccessDeniedError          a scoped client acted on another user's or tenant's session
     ├── RuntimeNotLaunchedError    a worker-side call before AgentRuntime.launch()
     ├── InterruptFailedError       an interrupt could not be applied; nothing was changed
     ├── InvalidRequestError        a submit that cannot apply (wrong kind, malformed body)
@@ -98,6 +99,20 @@ class SessionBusyError(DbosAgentsError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.session_id, self.status))
+
+
+class AccessDeniedError(DbosAgentsError, PermissionError):
+    """A client scoped to one user (and tenant) acted on a session of another; nothing was
+    read or changed."""
+
+    code = "ACCESS_DENIED"
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r} belongs to another user or tenant")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.session_id,))
 
 
 class RuntimeNotLaunchedError(DbosAgentsError):

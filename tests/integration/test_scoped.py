@@ -1,0 +1,53 @@
+"""``AgentClient.for_identity``: a client bound to one user and tenant."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from dbos_agents import AccessDeniedError, AgentClient, AgentRuntime, ScopedClient
+
+from .test_client_tools import _pending
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+
+async def test_a_scoped_client_acts_only_on_its_own_sessions(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    alice = client.for_identity("alice-s", "t1")
+    bob = client.for_identity("bob-s", "t1")
+    alice_t2 = client.for_identity("alice-s", "t2")
+    sid = await asyncio.to_thread(alice.start, "asker", "ship it?")
+    other = await asyncio.to_thread(bob.start, "asker", "and mine?")
+    (p,) = await _pending(client, sid)
+    await _pending(client, other)
+    info = await asyncio.to_thread(alice.session, sid)
+    assert (info.user_id, info.tenant_id) == ("alice-s", "t1")
+    assert {w.root_session_id for w in await asyncio.to_thread(alice.pending)} == {sid}
+    before = await asyncio.to_thread(client.history, sid)
+    for intruder in (bob, alice_t2):
+        for act in (
+            lambda c: c.session(sid),
+            lambda c: c.history(sid),
+            lambda c: c.tool_calls(sid),
+            lambda c: c.pending(session_id=sid),
+            lambda c: c.submit_tool_result(sid, p.tool_call_id, result={"ok": True}),
+            lambda c: c.interrupt(sid),
+            lambda c: c.send(sid, "hijack"),
+            lambda c: c.start("asker", "hijack", session_id=sid),
+        ):
+            with pytest.raises(AccessDeniedError):
+                await asyncio.to_thread(act, intruder)
+    assert await asyncio.to_thread(client.history, sid) == before
+    assert (await asyncio.to_thread(client.pending, session_id=sid))[0].status == "waiting"
+    # No way to switch identity on a scoped client.
+    with pytest.raises(AttributeError):
+        alice.user_id = "bob-s"  # type: ignore[misc]
+    assert isinstance(alice, ScopedClient) and not hasattr(alice, "for_identity")
+    out = await asyncio.to_thread(
+        alice.submit_tool_result, sid, p.tool_call_id, result={"ok": True}
+    )
+    assert out.status == "accepted"
+    await asyncio.to_thread(client.interrupt, other)
