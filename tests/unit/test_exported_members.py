@@ -21,6 +21,7 @@ EXPECTED_ALL = {
     # runtime
     "AgentClient",
     "AgentRuntime",
+    "ScopedClient",
     "SessionHandle",
     "Settings",
     # data
@@ -38,6 +39,7 @@ EXPECTED_ALL = {
     "ToolResult",
     "Usage",
     # errors
+    "AccessDeniedError",
     "ConfigurationError",
     "DatabaseUnavailableError",
     "DbosAgentsError",
@@ -86,6 +88,7 @@ def test_star_import_yields_exactly_all() -> None:
 
 def test_errors_module_has_the_documented_classes() -> None:
     assert {cls.__name__ for cls in ERROR_CLASSES} == {
+        "AccessDeniedError",
         "DbosAgentsError",
         "DefinitionError",
         "InterruptFailedError",
