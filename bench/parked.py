@@ -93,13 +93,13 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
+from submit_latency import confirm, respond
 
-from dbos_agents import Agent, AgentRuntime, ModelResponse, Settings, client_tool
+from dbos_agents import Agent, AgentRuntime, Settings
 from dbos_agents.client import AgentClient
-from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
+from dbos_agents.models import ScriptedModel
 from dbos_agents.testing import create_fresh_database
 
 AGENT = "asker"
@@ -113,28 +113,7 @@ GOALS = {"rss_kb": 20.0, "threads": 64, "p50_ms": 20.0, "p99_ms": 100.0, "drain_
 console = Console(width=150)
 
 
-# ---------------------------------------------------------------- agent (as submit_latency.py)
-
-
-class ConfirmIn(BaseModel):
-    """Ask the user to confirm something."""
-
-    question: str
-
-
-class ConfirmOut(BaseModel):
-    ok: bool
-    note: str = ""
-
-
-confirm = client_tool("confirm", input=ConfirmIn, output=ConfirmOut)
-
-
-def respond(request: ModelRequest) -> str | ModelResponse:
-    turn = sum(1 for m in request.messages if m.role == "assistant")
-    if turn == 0:
-        return calls(call("confirm", {"question": "go ahead?"}))
-    return "confirmed"
+# The agent and scripted model are submit_latency.py's: a client tool, then an answer.
 
 
 def raise_nofile() -> None:
