@@ -27,7 +27,7 @@ from .records import (
 )
 from .scoped import ScopedClient
 from .settings import Settings
-from .store import queries, submit
+from .store import queries, sessions, submit
 from .store.db import create_sync_engine, sqlalchemy_url
 from .store.migrate import prepare_database
 
@@ -211,6 +211,21 @@ class AgentClient:
         """Stop a session and its sub-agents now; late submits get ``unknown_tool_call``.
         A new message continues the session afterwards."""
         return submit.interrupt(self.engine, self.dbos, session_id)
+
+    def token_generation(self, session_id: str) -> int:
+        """The generation a session token must carry to be valid (see ``revoke_tokens``)."""
+        gen = sessions.token_generation(self.engine, storable.check_id(session_id, "session_id"))
+        if gen is None:
+            raise SessionNotFoundError(session_id)
+        return gen
+
+    def revoke_tokens(self, session_id: str) -> int:
+        """Invalidate every session token issued so far for ``session_id`` (open event
+        streams close); returns the new generation."""
+        gen = sessions.revoke_tokens(self.engine, storable.check_id(session_id, "session_id"))
+        if gen is None:
+            raise SessionNotFoundError(session_id)
+        return gen
 
     def reap_tombstones(self, retention_seconds: float | None = None) -> int:
         """Delete settled pending rows older than the retention window (default 24 h)."""

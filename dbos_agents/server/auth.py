@@ -2,10 +2,13 @@
 
 Session tokens
     ``POST /sessions`` answers with a token bound to the new, server-issued session id:
-    ``v2.<base64url(session id)>.<expiry>.<born>.<base64url(HMAC-SHA256)>`` (unix seconds),
-    signed with ``ServerSettings.secret`` over everything before the signature. ``born`` is
-    when the first token of the chain was issued: a refresh keeps it, so no chain of
-    refreshes outlives ``token_max_lifetime_sec`` (``v1`` tokens, without it, still verify). Every
+    ``v2.<base64url(session id)>.<expiry>.<born>.<generation>.<base64url(HMAC-SHA256)>``
+    (times in unix seconds), signed with ``ServerSettings.secret`` over everything before the
+    signature. ``born`` is when the first token of the chain was issued: a refresh keeps it,
+    so no chain of refreshes outlives ``token_max_lifetime_sec``. ``generation`` must equal
+    the session's ``token_generation``: ``POST /sessions/{id}/revoke-tokens`` bumps it and
+    every earlier token stops working (``v1`` tokens, from before both, still verify as
+    generation 0). Every
     ``/sessions/{id}/...`` call sends it as ``Authorization: Bearer <token>``. Missing or
     malformed header, bad signature or expired token: 401. A valid token for another
     session: 403. Signatures and session ids are compared with ``hmac.compare_digest``.
@@ -58,6 +61,7 @@ Operation = Literal[
     "decide_approval",
     "interrupt",
     "refresh_token",
+    "revoke_tokens",
 ]
 """What a call wants to do; the hook's second argument."""
 
@@ -99,6 +103,8 @@ class VerifiedToken:
     expires: int
     born: int
     """When the chain's first token was issued (unix seconds)."""
+    generation: int = 0
+    """The session's token generation it was issued under."""
 
 
 def _b64(data: bytes) -> str:
@@ -128,7 +134,9 @@ class SessionTokens:
     def _sign(self, signed_part: str) -> str:
         return _b64(hmac.new(self._key, signed_part.encode("ascii"), hashlib.sha256).digest())
 
-    def issue(self, session_id: str, *, born: int | None = None) -> IssuedToken:
+    def issue(
+        self, session_id: str, *, born: int | None = None, generation: int = 0
+    ) -> IssuedToken:
         """A token for ``session_id``; ``born`` (from the token being refreshed) caps its
         expiry at ``born + max_lifetime_seconds``: raises ``TokenError`` once that passed."""
         now = int(self.clock())
@@ -136,7 +144,9 @@ class SessionTokens:
         expires = min(now + self.ttl_seconds, born + self.max_lifetime_seconds)
         if expires <= now:
             raise TokenError("token lifetime exhausted: start a new session or sign in again")
-        signed_part = f"{TOKEN_VERSION}.{_b64(session_id.encode())}.{expires}.{born}"
+        signed_part = (
+            f"{TOKEN_VERSION}.{_b64(session_id.encode())}.{expires}.{born}.{generation}"
+        )
         return IssuedToken(
             token=f"{signed_part}.{self._sign(signed_part)}",
             expires_at=datetime.fromtimestamp(expires, UTC),
@@ -149,7 +159,7 @@ class SessionTokens:
     def verify_full(self, token: str) -> VerifiedToken:
         """The session id, expiry and birth of a valid token; raises ``TokenError``."""
         parts = token.split(".")
-        v2 = len(parts) == 5 and parts[0] == "v2" and parts[3].isdigit()
+        v2 = len(parts) == 6 and parts[0] == "v2" and parts[3].isdigit() and parts[4].isdigit()
         v1 = len(parts) == 4 and parts[0] == "v1"
         if not (v1 or v2) or not parts[2].isdigit():
             raise TokenError("malformed token")
@@ -165,8 +175,9 @@ class SessionTokens:
         if expires <= self.clock():
             raise TokenError("token expired")
         born = int(parts[3]) if v2 else expires - self.ttl_seconds
+        generation = int(parts[4]) if v2 else 0
         try:
-            return VerifiedToken(_unb64(parts[1]).decode(), expires, born)
+            return VerifiedToken(_unb64(parts[1]).decode(), expires, born, generation)
         except (binascii.Error, UnicodeDecodeError, ValueError):
             raise TokenError("malformed token") from None
 

@@ -57,11 +57,14 @@ class ServerContext:
                 return Access(via="anonymous")
             raise unauthorized("not authenticated")
         try:
-            bound = self.tokens.verify(bearer_token(request))
+            token = self.tokens.verify_full(bearer_token(request))
         except TokenError as exc:
             raise unauthorized(str(exc)) from None
-        if not hmac.compare_digest(bound.encode(), session_id.encode()):
+        if not hmac.compare_digest(token.session_id.encode(), session_id.encode()):
             raise HTTPException(403, "this token is for another session")
+        current = await run_in_threadpool(self.agent_client().token_generation, session_id)
+        if token.generation != current:
+            raise unauthorized("token revoked")
         return Access(via="token")
 
     async def _check_owner(self, principal: Principal, session_id: str) -> None:

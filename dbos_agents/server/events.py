@@ -43,6 +43,7 @@ BATCH = 500
 class Snapshot:
     status: StatusEvent | None
     messages: list[HistoryEntry]
+    token_generation: int | None = None
 
 
 def read_since(engine: sa.Engine, session_id: str, after_seq: int) -> Snapshot:
@@ -50,7 +51,10 @@ def read_since(engine: sa.Engine, session_id: str, after_seq: int) -> Snapshot:
     a terminal status is never reported before the messages of the run it ends."""
     with engine.connect() as conn:
         row = conn.execute(
-            sa.text(f"SELECT status, run_seq, final_output, error FROM {S}.sessions WHERE id = :s"),
+            sa.text(
+                f"SELECT status, run_seq, final_output, error, token_generation"
+                f" FROM {S}.sessions WHERE id = :s"
+            ),
             {"s": session_id},
         ).first()
         rows = conn.execute(
@@ -60,8 +64,10 @@ def read_since(engine: sa.Engine, session_id: str, after_seq: int) -> Snapshot:
             ),
             {"s": session_id, "n": after_seq, "lim": BATCH},
         ).all()
-    status = StatusEvent.model_validate(row._asdict()) if row is not None else None
-    return Snapshot(status, [HistoryEntry.model_validate(r._asdict()) for r in rows])
+    fields = row._asdict() if row is not None else None
+    generation = fields.pop("token_generation") if fields is not None else None
+    status = StatusEvent.model_validate(fields) if fields is not None else None
+    return Snapshot(status, [HistoryEntry.model_validate(r._asdict()) for r in rows], generation)
 
 
 def format_event(event: str, data: str, event_id: int | None = None) -> str:
@@ -91,10 +97,12 @@ async def stream_events(
     follow: bool,
     options: StreamOptions,
     valid_until: float | None = None,
+    generation: int | None = None,
     clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[str]:
     """The SSE body (see the module doc). With ``valid_until`` (the token's expiry, unix
-    seconds) the stream sends an ``expired`` event and closes then."""
+    seconds) and ``generation`` (the token's) the stream sends an ``expired`` event and
+    closes when the token expires or is revoked."""
     yield f"retry: {max(100, int(options.poll_interval * 1000 * 5))}\n\n"
     last_seq = offset
     reported: tuple[str, int] | None = None
@@ -126,6 +134,9 @@ async def stream_events(
             return
         if valid_until is not None and clock() >= valid_until:
             yield format_event("expired", '{"reason": "token expired: refresh it and resume"}')
+            return
+        if generation is not None and snap.token_generation not in (None, generation):
+            yield format_event("expired", '{"reason": "token revoked"}')
             return
         if now - last_sent >= options.keepalive:
             yield ": keepalive\n\n"

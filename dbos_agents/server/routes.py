@@ -28,6 +28,7 @@ from .schemas import (
     SessionView,
     Submission,
     SubmitAccepted,
+    TokensRevoked,
     UnknownToolCall,
 )
 
@@ -205,11 +206,26 @@ async def refresh_token(request: Request, session_id: str) -> SessionToken:
         raise HTTPException(404, "this server issues no tokens (no secret configured)")
     # A refresh keeps the chain's birth: only the hook (a fresh sign-in) starts a new one.
     born = _token(ctx, request).born if access.via == "token" else None
+    generation = await run_in_threadpool(ctx.agent_client().token_generation, session_id)
     try:
-        issued = ctx.tokens.issue(session_id, born=born)
+        issued = ctx.tokens.issue(session_id, born=born, generation=generation)
     except TokenError as exc:
         raise unauthorized(str(exc)) from None
     return SessionToken(session_id=session_id, token=issued.token, expires_at=issued.expires_at)
+
+
+@router.post(
+    "/sessions/{session_id}/revoke-tokens",
+    response_model=TokensRevoked,
+    responses=_responses(*_SESSION_ERRORS),
+    tags=["sessions"],
+)
+async def revoke_tokens(request: Request, session_id: str) -> TokensRevoked:
+    """Invalidate every token issued for this session so far (a lost device, a logout
+    everywhere); open event streams close. A new token then comes only from the hook."""
+    ctx, _ = await _authorize(request, "revoke_tokens", session_id)
+    generation = await run_in_threadpool(ctx.agent_client().revoke_tokens, session_id)
+    return TokensRevoked(session_id=session_id, token_generation=generation)
 
 
 @router.get(
@@ -230,8 +246,8 @@ async def events(
 ) -> StreamingResponse:
     """The session's messages as server-sent events, resumable (see ``events.py``)."""
     ctx, access = await _authorize(request, "read_events", session_id)
-    # A stream let in by a token ends when that token expires.
-    valid_until = _token(ctx, request).expires if access.via == "token" else None
+    # A stream let in by a token ends when that token expires or is revoked.
+    token = _token(ctx, request) if access.via == "token" else None
     if last_event_id is not None:
         try:
             offset = int(last_event_id)
@@ -250,7 +266,8 @@ async def events(
         options=StreamOptions(
             s.events_poll_interval_sec, s.events_keepalive_sec, s.events_max_stream_sec
         ),
-        valid_until=valid_until,
+        valid_until=token.expires if token is not None else None,
+        generation=token.generation if token is not None else None,
         clock=ctx.tokens.clock if ctx.tokens is not None else time.time,
     )
     return StreamingResponse(

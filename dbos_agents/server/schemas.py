@@ -93,6 +93,12 @@ class Approval(BaseModel):
 Submission = Annotated[ClientToolResult | ClientToolError | Approval, Field(discriminator="kind")]
 
 
+class TokensRevoked(BaseModel):
+    session_id: str
+    token_generation: int
+    """Tokens of an earlier generation no longer work."""
+
+
 class SubmitAccepted(BaseModel):
     status: Literal["accepted", "already_completed", "late_answer_after_timeout"]
 

@@ -118,6 +118,29 @@ def get(engine: sa.Engine, session_id: str) -> SessionInfo | None:
 # --- inside the workflow (datasource transactions) -------------------------------------------
 
 
+def token_generation(engine: sa.Engine, session_id: str) -> int | None:
+    """The generation a valid session token must carry (None: no such session)."""
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.text(f"SELECT token_generation FROM {S}.sessions WHERE id = :s"), {"s": session_id}
+        ).first()
+    return None if row is None else int(row[0])
+
+
+def revoke_tokens(engine: sa.Engine, session_id: str) -> int | None:
+    """Invalidate every token issued for the session so far; returns the new generation
+    (None: no such session)."""
+    with engine.begin() as conn:
+        row = conn.execute(
+            sa.text(
+                f"UPDATE {S}.sessions SET token_generation = token_generation + 1"
+                " WHERE id = :s RETURNING token_generation"
+            ),
+            {"s": session_id},
+        ).first()
+    return None if row is None else int(row[0])
+
+
 async def begin(db: Db, spec: RunSpec, workflow_id: str) -> bool:
     """Mark the run ``running`` (a sub-agent's row is created here). False when the run is
     fenced off: the session was interrupted, or a newer run owns it."""

@@ -124,21 +124,21 @@ def test_tampered_tokens_are_401_and_other_sessions_are_403(
 ) -> None:
     a, b = _create(http, server), _create(http, server)
     url_a = f"{server.url}/sessions/{a['session_id']}"
-    version, sid_part, expiry, born, signature = a["token"].split(".")
+    version, sid_part, expiry, born, gen, signature = a["token"].split(".")
     for i in (0, len(signature) // 2, len(signature) - 1):  # flip a byte of the signature
         flipped = signature[:i] + ("A" if signature[i] != "A" else "B") + signature[i + 1 :]
-        r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{expiry}.{born}.{flipped}"))
+        r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{expiry}.{born}.{gen}.{flipped}"))
         assert r.status_code == 401 and "signature" in r.json()["message"]
     # Swap the session id inside A's token for B's: the signature no longer matches.
     b_part = base64.urlsafe_b64encode(b["session_id"].encode()).rstrip(b"=").decode()
-    swapped = f"{version}.{b_part}.{expiry}.{born}.{signature}"
+    swapped = f"{version}.{b_part}.{expiry}.{born}.{gen}.{signature}"
     r = http.get(f"{server.url}/sessions/{b['session_id']}", headers=auth(swapped))
     assert r.status_code == 401
     # Extend the expiry: same.
-    r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{int(expiry) + 9999}.{born}.{signature}"))
+    r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{int(expiry) + 9999}.{born}.{gen}.{signature}"))
     assert r.status_code == 401
     # Move the birth later (to refresh past the max lifetime): same.
-    r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{expiry}.{int(born) + 9999}.{signature}"))
+    r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{expiry}.{int(born) + 9999}.{gen}.{signature}"))
     assert r.status_code == 401
     # A valid token used on another session's routes: 403, on every route.
     for method, path, body in (
@@ -343,3 +343,32 @@ def test_the_hook_tells_results_from_approvals(http: httpx.Client, server: LiveS
     assert r.status_code == 403 and "approver" in r.json()["message"]
     r = http.post(url, json=bodies["submit_result"], headers=auth(created["token"]))
     assert r.status_code == 404
+
+
+def test_revoked_tokens_stop_working_and_their_streams_close(
+    http: httpx.Client, server: LiveServer
+) -> None:
+    created = _create(http, server)
+    sid, token = created["session_id"], created["token"]
+    url = f"{server.url}/sessions/{sid}"
+    lines: list[str] = []
+
+    def follow() -> None:
+        with http.stream("GET", f"{url}/events", headers=auth(token), timeout=20) as r:
+            assert r.status_code == 200
+            lines.extend(r.iter_lines())  # ends only because the server closes it
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    time.sleep(0.5)
+    r = http.post(f"{url}/revoke-tokens", headers=auth(token))
+    assert r.status_code == 200 and r.json() == {"session_id": sid, "token_generation": 1}
+    reader.join(15)
+    assert not reader.is_alive() and "event: expired" in lines
+    for method, path in (("GET", ""), ("POST", "/token"), ("POST", "/revoke-tokens")):
+        r = http.request(method, f"{url}{path}", headers=auth(token))
+        assert r.status_code == 401 and "revoked" in r.json()["message"], (path, r.text)
+    # A signed-in user (the hook) gets a token of the new generation, which works.
+    r = http.post(f"{url}/token", headers={"x-user": "admin"})
+    assert r.status_code == 200
+    assert http.get(url, headers=auth(r.json()["token"])).status_code == 200

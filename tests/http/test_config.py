@@ -100,8 +100,8 @@ def test_a_refresh_chain_ends_at_the_max_lifetime_and_v1_tokens_still_verify() -
     first = tokens.verify_full(tokens.issue("ses_a").token)
     assert (first.session_id, first.born, first.expires) == ("ses_a", 1_000_000, 1_000_060)
     now[0] += 50
-    second = tokens.verify_full(tokens.issue("ses_a", born=first.born).token)
-    assert (second.born, second.expires) == (1_000_000, 1_000_100)
+    second = tokens.verify_full(tokens.issue("ses_a", born=first.born, generation=3).token)
+    assert (second.born, second.expires, second.generation) == (1_000_000, 1_000_100, 3)
     now[0] += 50
     with pytest.raises(TokenError, match="lifetime"):
         tokens.issue("ses_a", born=second.born)
