@@ -10,8 +10,10 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Resp
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from ..client import AgentClient
 from ..errors import DbosAgentsError, InvalidRequestError, UnknownAgentError
 from ..records import SubmitOutcome
+from ..scoped import ScopedClient
 from .auth import Access, Operation, TokenError, VerifiedToken, bearer_token, unauthorized
 from .context import ServerContext
 from .errors import ERROR_RESPONSES
@@ -80,10 +82,17 @@ async def create_session(request: Request, body: CreateSession) -> SessionToken:
                 raise HTTPException(403, "user_id/tenant_id differ from the authenticated ones")
         user_id = p.user_id or body.user_id
         tenant_id = p.tenant_id or body.tenant_id
-    client = ctx.agent_client()
-    sid = await run_in_threadpool(
-        client.start, body.agent, body.message, user_id=user_id, tenant_id=tenant_id
-    )
+    if user_id is not None and p is not None and p.user_id is not None:
+        scoped = ctx.agent_client().for_identity(user_id, tenant_id)
+        sid = await run_in_threadpool(scoped.start, body.agent, body.message)
+    else:
+        sid = await run_in_threadpool(
+            ctx.agent_client().start,
+            body.agent,
+            body.message,
+            user_id=user_id,
+            tenant_id=tenant_id,
+        )
     if ctx.tokens is None:
         return SessionToken(session_id=sid, token=None, expires_at=None)
     issued = ctx.tokens.issue(sid)
@@ -99,8 +108,8 @@ async def create_session(request: Request, body: CreateSession) -> SessionToken:
 )
 async def send_message(request: Request, session_id: str, body: SendMessage) -> MessageAccepted:
     """Continue a session whose run has ended (409 while a run is going)."""
-    ctx, _ = await _authorize(request, "send_message", session_id)
-    await run_in_threadpool(ctx.agent_client().send, session_id, body.message)
+    ctx, access = await _authorize(request, "send_message", session_id)
+    await run_in_threadpool(_acting(ctx, access).send, session_id, body.message)
     return MessageAccepted(session_id=session_id)
 
 
@@ -112,8 +121,8 @@ async def send_message(request: Request, session_id: str, body: SendMessage) -> 
 )
 async def get_session(request: Request, session_id: str) -> SessionView:
     """The session's status, usage and transcript."""
-    ctx, _ = await _authorize(request, "read_session", session_id)
-    client = ctx.agent_client()
+    ctx, access = await _authorize(request, "read_session", session_id)
+    client = _acting(ctx, access)
     info = await run_in_threadpool(client.session, session_id)
     history = await run_in_threadpool(client.history, session_id)
     return SessionView(session=info, history=history)
@@ -127,8 +136,8 @@ async def get_session(request: Request, session_id: str) -> SessionView:
 )
 async def get_pending(request: Request, session_id: str) -> PendingList:
     """Open client-tool calls and approvals of this (root) session and its sub-agents."""
-    ctx, _ = await _authorize(request, "read_pending", session_id)
-    rows = await run_in_threadpool(ctx.agent_client().pending, session_id=session_id)
+    ctx, access = await _authorize(request, "read_pending", session_id)
+    rows = await run_in_threadpool(_acting(ctx, access).pending, session_id=session_id)
     return PendingList(pending=rows)
 
 
@@ -162,7 +171,7 @@ async def submit_tool_result(
             )
         who = access.principal.subject if access.principal is not None else access.via
         delivery = body.delivery(decided_by=who)
-    client = ctx.agent_client()
+    client = _acting(ctx, access)
     try:
         outcome: SubmitOutcome = await run_in_threadpool(
             client.deliver, session_id, body.tool_call_id, delivery
@@ -188,8 +197,8 @@ async def submit_tool_result(
 )
 async def interrupt(request: Request, session_id: str) -> InterruptResult:
     """Stop the session tree now; its open waits are cancelled. A new message continues it."""
-    ctx, _ = await _authorize(request, "interrupt", session_id)
-    out = await run_in_threadpool(ctx.agent_client().interrupt, session_id)
+    ctx, access = await _authorize(request, "interrupt", session_id)
+    out = await run_in_threadpool(_acting(ctx, access).interrupt, session_id)
     return InterruptResult.model_validate(out.model_dump())
 
 
@@ -255,11 +264,11 @@ async def events(
                 raise ValueError
         except ValueError:
             raise InvalidRequestError("Last-Event-ID must be a message seq (an integer)") from None
-    client = ctx.agent_client()
-    await run_in_threadpool(client.session, session_id)  # 404 before the stream starts
+    # 404 (or 403 for another user's session) before the stream starts.
+    await run_in_threadpool(_acting(ctx, access).session, session_id)
     s = ctx.settings
     body = stream_events(
-        client.engine,
+        ctx.agent_client().engine,
         session_id,
         offset,
         follow=follow,
@@ -275,6 +284,17 @@ async def events(
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def _acting(ctx: ServerContext, access: Access) -> AgentClient | ScopedClient:
+    """The client a request acts through: scoped to the signed-in user when the hook names
+    one (another user's or tenant's session is then ``ACCESS_DENIED``); a session token is
+    already bound to its one session, and a tenant-wide principal is checked by
+    ``ServerContext`` against the session's tenant."""
+    p = access.principal
+    if p is not None and p.user_id is not None:
+        return ctx.agent_client().for_identity(p.user_id, p.tenant_id)
+    return ctx.agent_client()
 
 
 def _token(ctx: ServerContext, request: Request) -> VerifiedToken:

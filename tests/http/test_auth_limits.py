@@ -48,6 +48,8 @@ async def hook(request: Request, operation: Operation, session_id: str | None) -
         return Principal(subject=user, user_id=user, tenant_id="t1")
     if user == "admin":
         return Principal(subject="admin")
+    if user is not None and user.startswith("user:"):  # a signed-in end user
+        return Principal(subject=user, user_id=user.removeprefix("user:"), tenant_id="t1")
     if user is not None and user.startswith("tenant:"):
         return Principal(subject=user, tenant_id=user.removeprefix("tenant:"))
     return None  # the session token decides
@@ -372,3 +374,37 @@ def test_revoked_tokens_stop_working_and_their_streams_close(
     r = http.post(f"{url}/token", headers={"x-user": "admin"})
     assert r.status_code == 200
     assert http.get(url, headers=auth(r.json()["token"])).status_code == 200
+
+
+def test_a_signed_in_user_acts_only_on_their_own_sessions(
+    http: httpx.Client, server: LiveServer
+) -> None:
+    mine = _create(http, server, user="carol")["session_id"]
+    url = f"{server.url}/sessions/{mine}"
+    assert http.get(url, headers={"x-user": "user:carol"}).status_code == 200
+    for path, method in (("", "GET"), ("/pending", "GET"), ("/interrupt", "POST")):
+        r = http.request(method, f"{url}{path}", headers={"x-user": "user:dave"})
+        assert r.status_code == 403, (path, r.text)
+    assert http.get(url, headers={"x-user": "user:carol"}).json()["session"]["status"] == "queued"
+
+
+def test_tokens_may_approve_when_configured(
+    http: httpx.Client, server: LiveServer, fresh_database_url: str
+) -> None:
+    settings = ServerSettings(
+        database_url=fresh_database_url,
+        secret=SecretStr(SECRET),
+        allow_unauthenticated=True,
+        tokens_may_approve=True,
+    )
+    other = LiveServer(create_app(settings)).start()
+    try:
+        r = http.post(f"{other.url}/sessions", json={"agent": "chat", "message": "hi"})
+        sid, token = r.json()["session_id"], r.json()["token"]
+        body = {"kind": "approval", "tool_call_id": "c", "approved": True}
+        r = http.post(
+            f"{other.url}/sessions/{sid}/submit-tool-result", json=body, headers=auth(token)
+        )
+        assert r.status_code == 404  # let through to the submit: there is no such wait
+    finally:
+        other.stop()
