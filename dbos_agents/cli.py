@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import sys
 from pathlib import Path
@@ -190,6 +191,9 @@ def submit(
         None, "--approve/--deny", help="answer an approval instead"
     ),
     reason: str | None = typer.Option(None, "--reason", help="why (approvals)"),
+    decided_by: str | None = typer.Option(
+        None, "--by", help="who decides (approvals; default: the OS user running this)"
+    ),
     database_url: str | None = DbUrl,
     as_json: bool = AsJson,
 ) -> None:
@@ -207,7 +211,10 @@ def submit(
     with _client(database_url) as client:
         try:
             if approve is not None:
-                outcome = client.submit_approval(session_id, tool_call_id, approve, reason)
+                who = decided_by or f"cli:{getpass.getuser()}"
+                outcome = client.submit_approval(
+                    session_id, tool_call_id, approve, reason, decided_by=who
+                )
             elif error is not None:
                 outcome = client.submit_tool_result(session_id, tool_call_id, error=error)
             else:

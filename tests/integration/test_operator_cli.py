@@ -101,3 +101,23 @@ async def test_cli_pending_fail_and_interrupt(
     assert stopped.returncode == 0, stopped.stderr
     assert json.loads(stopped.stdout)["cancelled_calls"] == [pb.tool_call_id]
     assert (await asyncio.to_thread(client.session, b.session_id)).status == "interrupted"
+
+
+async def test_cli_approvals_record_who_decided(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    url = integration_database_url
+    for by, flag in ((["--by", "ops-ann"], "--approve"), ([], "--deny")):
+        h = await runtime.start("closer", "close it")
+        (p,) = await _pending(client, h.session_id)
+        done = await asyncio.to_thread(
+            _run, url, h.session_id, p.tool_call_id, flag, "--reason", "checked", *by
+        )
+        assert done.returncode == 0, done.stderr
+        await h.result()
+        (row,) = await asyncio.to_thread(
+            client.pending, session_id=h.session_id, include_resolved=True
+        )
+        assert isinstance(row.submission, dict) and row.submission["reason"] == "checked"
+        decided = str(row.submission["decided_by"])
+        assert decided == "ops-ann" if by else decided.startswith("cli:")
