@@ -7,13 +7,13 @@ import uuid
 
 WORKFLOW_NAME = "dbos_agents.session.v1"
 INBOX_TOPIC = "dbos_agents.inbox"
+"""Where a persistent session's workflow waits for its next user message."""
 START_CHANNEL = "dbos_agents_starts"
 """The NOTIFY channel on which a start transaction announces an enqueued run."""
-"""Where a persistent session's workflow waits for its next user message."""
 
 
 def run_event_key(run_seq: int) -> str:
-    """The workflow event a persistent session publishes each run's outcome under."""
+    """The workflow event each run publishes its outcome under."""
     return f"run:{run_seq}"
 
 

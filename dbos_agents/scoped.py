@@ -11,6 +11,7 @@ Postgres enforces the same rule.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from . import storable
@@ -64,8 +65,11 @@ class ScopedClient:
 
     def start(self, agent: str, message: str, *, session_id: str | None = None) -> str:
         """A new session of this identity's (or a follow-up of one of its sessions)."""
-        if session_id is not None and queries.get_session(self._client.engine, session_id):
-            self._own(session_id)
+        if session_id is not None:
+            # An id no session has yet starts a new one under it: only an existing
+            # session must be this identity's.
+            with contextlib.suppress(SessionNotFoundError):
+                self._own(session_id)
         return self._client.start(
             agent, message, session_id=session_id, user_id=self._user_id, tenant_id=self._tenant_id
         )

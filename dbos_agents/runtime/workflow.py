@@ -40,8 +40,8 @@ def _public_error(exc: Exception) -> str:
     """The run's error as clients see it: a database error without the SQL statement and
     parameters SQLAlchemy appends to its message (those stay in the worker's log)."""
     if isinstance(exc, sa.exc.StatementError) and exc.orig is not None:
-        first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else ""
-        return f"database error ({type(exc.orig).__name__}): {first}"
+        lines = str(exc.orig).strip().splitlines()
+        return f"database error ({type(exc.orig).__name__}): {lines[0] if lines else ''}"
     return f"{type(exc).__name__}: {exc}"
 
 

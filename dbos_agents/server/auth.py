@@ -188,6 +188,9 @@ class Access:
 
     via: Literal["hook", "token", "anonymous"]
     principal: Principal | None = None
+    token: VerifiedToken | None = None
+    """The bearer token that let the call in (``via == "token"``): its expiry, birth and
+    generation, verified and checked against the session's current generation."""
 
 
 def unauthorized(message: str) -> HTTPException:

@@ -65,7 +65,7 @@ class ServerContext:
         current = await run_in_threadpool(self.agent_client().token_generation, session_id)
         if token.generation != current:
             raise unauthorized("token revoked")
-        return Access(via="token")
+        return Access(via="token", token=token)
 
     async def _check_owner(self, principal: Principal, session_id: str) -> None:
         if principal.tenant_id is None and principal.user_id is None:

@@ -14,7 +14,7 @@ from ..client import AgentClient
 from ..errors import DbosAgentsError, InvalidRequestError, UnknownAgentError
 from ..records import SubmitOutcome
 from ..scoped import ScopedClient
-from .auth import Access, Operation, TokenError, VerifiedToken, bearer_token, unauthorized
+from .auth import Access, Operation, TokenError, unauthorized
 from .context import ServerContext
 from .errors import ERROR_RESPONSES
 from .events import StreamOptions, stream_events
@@ -82,17 +82,10 @@ async def create_session(request: Request, body: CreateSession) -> SessionToken:
                 raise HTTPException(403, "user_id/tenant_id differ from the authenticated ones")
         user_id = p.user_id or body.user_id
         tenant_id = p.tenant_id or body.tenant_id
-    if user_id is not None and p is not None and p.user_id is not None:
-        scoped = ctx.agent_client().for_identity(user_id, tenant_id)
-        sid = await run_in_threadpool(scoped.start, body.agent, body.message)
-    else:
-        sid = await run_in_threadpool(
-            ctx.agent_client().start,
-            body.agent,
-            body.message,
-            user_id=user_id,
-            tenant_id=tenant_id,
-        )
+    client = ctx.agent_client()
+    sid = await run_in_threadpool(
+        client.start, body.agent, body.message, user_id=user_id, tenant_id=tenant_id
+    )
     if ctx.tokens is None:
         return SessionToken(session_id=sid, token=None, expires_at=None)
     issued = ctx.tokens.issue(sid)
@@ -213,9 +206,13 @@ async def refresh_token(request: Request, session_id: str) -> SessionToken:
     ctx, access = await _authorize(request, "refresh_token", session_id)
     if ctx.tokens is None:
         raise HTTPException(404, "this server issues no tokens (no secret configured)")
-    # A refresh keeps the chain's birth: only the hook (a fresh sign-in) starts a new one.
-    born = _token(ctx, request).born if access.via == "token" else None
-    generation = await run_in_threadpool(ctx.agent_client().token_generation, session_id)
+    # A refresh keeps the chain's birth (and the generation just checked against the
+    # session's): only the hook, a fresh sign-in, starts a new chain.
+    if access.token is not None:
+        born, generation = access.token.born, access.token.generation
+    else:
+        born = None
+        generation = await run_in_threadpool(ctx.agent_client().token_generation, session_id)
     try:
         issued = ctx.tokens.issue(session_id, born=born, generation=generation)
     except TokenError as exc:
@@ -256,7 +253,7 @@ async def events(
     """The session's messages as server-sent events, resumable (see ``events.py``)."""
     ctx, access = await _authorize(request, "read_events", session_id)
     # A stream let in by a token ends when that token expires or is revoked.
-    token = _token(ctx, request) if access.via == "token" else None
+    token = access.token
     if last_event_id is not None:
         try:
             offset = int(last_event_id)
@@ -295,12 +292,6 @@ def _acting(ctx: ServerContext, access: Access) -> AgentClient | ScopedClient:
     if p is not None and p.user_id is not None:
         return ctx.agent_client().for_identity(p.user_id, p.tenant_id)
     return ctx.agent_client()
-
-
-def _token(ctx: ServerContext, request: Request) -> VerifiedToken:
-    """The bearer token ``_authorize`` already accepted, read again for its fields."""
-    assert ctx.tokens is not None
-    return ctx.tokens.verify_full(bearer_token(request))
 
 
 def _ping(engine: sa.Engine) -> None:
