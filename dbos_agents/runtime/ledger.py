@@ -22,7 +22,7 @@ from ..ids import run_workflow_id
 from ..messages import Message, Usage
 from ..outcome import RunSpec
 from ..results import ToolResult
-from ..store import calls, pending, sessions, transcript
+from ..store import calls, pending, pg, sessions, transcript
 from . import drain
 
 P = ParamSpec("P")
@@ -115,10 +115,11 @@ class Ledger:
         workflow_id = DBOS.workflow_id or run_workflow_id(spec["session_id"], spec["run_seq"])
         began = await sessions.begin(db, spec, workflow_id)
         await sessions.lock_in_run(db, spec["session_id"])
-        seq = await self._close_dangling_calls(spec)
-        notices = await _deliver_late_notices(db, spec, seq)
+        await self._close_dangling_calls(spec)
+        for notice in _late_notices(await pending.take_late_answers(db, spec["session_id"])):
+            await pg.execute(db, transcript.append_stmt(spec, None, notice))
         user = Message(role="user", content=spec["message"])
-        await transcript.append(db, spec, seq + len(notices), user)
+        await pg.execute(db, transcript.append_stmt(spec, None, user))
         msgs = await transcript.read(db, spec["session_id"])
         return BeginResult(began=began, messages=[m.model_dump(mode="json") for m in msgs])
 
@@ -129,9 +130,10 @@ class Ledger:
         (if anything), and the late answers the model has not seen yet."""
 
         async def read() -> tuple[dict[str, Any] | None, list[Message]]:
-            async with self.ds.engine.connect() as conn:
-                recorded, late = await transcript.turn_state(conn, spec, turn)
-            return recorded, [_late_notice(r) for r in late]
+            async with pg.driver(self.ds.engine, autocommit=True) as conn:
+                (row,) = await pg.fetch(conn, transcript.turn_state_stmt(spec, turn))
+            recorded, late = transcript.turn_state(row)
+            return recorded, _late_notices(late)
 
         return await calls.retry_transient("read turn state", read)
 
@@ -150,24 +152,33 @@ class Ledger:
         """The model step's one write (a plain transaction, no checkpoint of its own): the
         previous turn's results, late-answer notices, this turn's assistant message, ledger
         rows and usage. Returns the step's output (``response`` and the notices it
-        delivered), stored with the turn so a re-executed step replays it."""
+        delivered), stored with the turn so a re-executed step replays it.
+
+        Pipelined: one round trip, or two when late answers wait (their notices must be
+        read before the rows after them are written)."""
+        sid = spec["session_id"]
 
         async def write() -> dict[str, Any]:
-            async with self.ds.engine.begin() as db:
-                sid = spec["session_id"]
-                await sessions.lock_in_run(db, sid)
-                seq = await _write_results(db, spec, previous, check_answered=False)
-                notices = await _deliver_late_notices(db, spec, seq) if expect_notices else []
-                await transcript.append(db, spec, seq + len(notices), assistant)
-                await calls.insert_requested(
-                    db, sid, spec["run_seq"], turn, [dict(c) for c in ledger_calls]
-                )
+            async with pg.transaction(self.ds.engine) as batch:
+                await batch.send_all([sessions.lock_stmt(sid), *_result_stmts(spec, previous)])
+                notices: list[Message] = []
+                if expect_notices:
+                    late = await batch.send(pending.take_late_answers_stmt(sid))
+                    notices = _late_notices(await late.fetchall())
                 output = {
                     "response": response,
                     "notices": [m.model_dump(mode="json") for m in notices],
                 }
-                await transcript.record_usage(db, spec, turn, model, usage, output)
-                await sessions.add_usage(db, sid, usage)
+                await batch.send_all(
+                    [
+                        *(transcript.append_stmt(spec, None, m) for m in [*notices, assistant]),
+                        *calls.insert_requested_stmts(
+                            sid, spec["run_seq"], turn, [dict(c) for c in ledger_calls]
+                        ),
+                        transcript.record_usage_stmt(spec, turn, model, usage, output),
+                        sessions.add_usage_stmt(sid, usage),
+                    ]
+                )
                 return output
 
         return await calls.retry_transient("record turn", write)
@@ -225,12 +236,11 @@ class Ledger:
     async def _settle_timeout(self, root_session_id: str, tool_call_id: str) -> str:
         return await pending.settle_timeout(self.db, root_session_id, tool_call_id)
 
-    async def _close_dangling_calls(self, spec: RunSpec) -> int:
+    async def _close_dangling_calls(self, spec: RunSpec) -> None:
         """Calls left without a result by an interrupted run get one, so the transcript
-        stays well-formed (every tool call answered) before the next user message.
-        Returns the next free message sequence number."""
+        stays well-formed (every tool call answered) before the next user message."""
         rows = await calls.unanswered(self.db, spec["session_id"])
-        return await _write_results(
+        await _write_results(
             self.db,
             spec,
             [
@@ -247,47 +257,42 @@ class Ledger:
         )
 
 
-async def _write_results(
-    db: Any, spec: RunSpec, results: list[dict[str, Any]], *, check_answered: bool = True
-) -> int:
-    """Tool messages (one per call, skipping calls already answered unless the caller
-    knows none is), ledger rows settled, waits resolved. The caller holds the row lock.
-    Returns the next free message sequence number."""
-    sid = spec["session_id"]
-    todo = results
-    if check_answered and results:
-        done = await transcript.answered_calls(db, sid, [r["tool_call_id"] for r in results])
-        todo = [r for r in results if r["tool_call_id"] not in done]
-    seq = await transcript.next_seq(db, sid)
-    if not todo:
-        return seq
-    for offset, raw in enumerate(todo):
+def _result_stmts(spec: RunSpec, results: list[dict[str, Any]]) -> list[pg.Stmt]:
+    """Per result: its tool message, its ledger row settled, its wait resolved. The
+    caller holds the session row lock (message numbers)."""
+    stmts: list[pg.Stmt] = []
+    for raw in results:
         res = ToolResult.model_validate(raw)
         msg = Message(
             role="tool", content=res.content(), tool_call_id=res.tool_call_id, name=res.tool
         )
-        await transcript.append(db, spec, seq + offset, msg)
-        await calls.settle(db, sid, raw)
-        await pending.resolve(db, spec["root_session_id"], res.tool_call_id)
-    return seq + len(todo)
+        stmts += [
+            transcript.append_stmt(spec, None, msg),
+            calls.settle_stmt(spec["session_id"], raw),
+            pending.resolve_stmt(spec["root_session_id"], res.tool_call_id),
+        ]
+    return stmts
 
 
-def _late_notice(row: Any) -> Message:
-    return Message(
-        role="system",
-        content=(
-            f"Late answer: the result of {row.tool} (call {row.tool_call_id}) arrived "
-            "after that call had timed out, so it was not used. It was: "
-            + json.dumps(row.late_submission, sort_keys=True)
-        ),
+async def _write_results(db: Any, spec: RunSpec, results: list[dict[str, Any]]) -> None:
+    """``_result_stmts`` in a datasource transaction, skipping calls already answered."""
+    done = await transcript.answered_calls(
+        db, spec["session_id"], [r["tool_call_id"] for r in results]
     )
+    for stmt in _result_stmts(spec, [r for r in results if r["tool_call_id"] not in done]):
+        await pg.execute(db, stmt)
 
 
-async def _deliver_late_notices(db: Any, spec: RunSpec, seq: int) -> list[Message]:
-    """One notice per late answer (appended from message ``seq`` on), the first time the
-    owning session records a turn or a run begins after it."""
-    rows = await pending.take_late_answers(db, spec["session_id"])
-    notices = [_late_notice(r) for r in rows]
-    for offset, msg in enumerate(notices):
-        await transcript.append(db, spec, seq + offset, msg)
-    return notices
+def _late_notices(rows: list[Any]) -> list[Message]:
+    """One system message per late answer, in call order."""
+    return [
+        Message(
+            role="system",
+            content=(
+                f"Late answer: the result of {row.tool} (call {row.tool_call_id}) arrived "
+                "after that call had timed out, so it was not used. It was: "
+                + json.dumps(row.late_submission, sort_keys=True)
+            ),
+        )
+        for row in sorted(rows, key=lambda r: r.tool_call_id)
+    ]

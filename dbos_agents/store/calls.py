@@ -28,11 +28,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .. import storable
 from ..records import ToolCallRecord
+from . import pg
+from .pg import Stmt, execute
 from .schema import SCHEMA as S
 from .transcript import Db
 
@@ -52,7 +55,16 @@ def is_transient(exc: BaseException) -> bool:
     """A lost connection or a server going away: worth retrying once it is back."""
     if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
         return True
-    return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError, OSError))
+    return isinstance(
+        exc,
+        (
+            sa.exc.OperationalError,
+            sa.exc.InterfaceError,
+            psycopg.OperationalError,  # the hot path runs on the driver (``pg``)
+            psycopg.InterfaceError,
+            OSError,
+        ),
+    )
 
 
 async def retry_transient(what: str, fn: Callable[[], Awaitable[T]]) -> T:
@@ -80,30 +92,29 @@ async def _exec(db: Db, sql: str, **params: Any) -> sa.Result[Any]:
 # --- writes inside the workflow's ledger transactions ---------------------------------------
 
 
-async def insert_requested(
-    db: Db,
-    session_id: str,
-    run_seq: int,
-    turn: int,
-    calls: list[dict[str, Any]],
-) -> None:
+def insert_requested_stmts(
+    session_id: str, run_seq: int, turn: int, calls: list[dict[str, Any]]
+) -> list[Stmt]:
     """The model step's transaction: one ``requested`` row per call the model made."""
-    for c in calls:
-        await _exec(
-            db,
+    return [
+        (
             f"INSERT INTO {S}.tool_calls (session_id, tool_call_id, run_seq, turn, tool,"
             " arguments, idempotency_key, safe_to_retry, kind, status) VALUES (:s, :id, :run,"
             " :turn, :tool, :args, :key, :safe, :kind, 'requested')",
-            s=session_id,
-            id=c["tool_call_id"],
-            run=run_seq,
-            turn=turn,
-            tool=c["tool"],
-            args=c["arguments"],
-            key=c["idempotency_key"],
-            safe=c["safe_to_retry"],
-            kind=c["kind"],
+            {
+                "s": session_id,
+                "id": c["tool_call_id"],
+                "run": run_seq,
+                "turn": turn,
+                "tool": c["tool"],
+                "args": c["arguments"],
+                "key": c["idempotency_key"],
+                "safe": c["safe_to_retry"],
+                "kind": c["kind"],
+            },
         )
+        for c in calls
+    ]
 
 
 async def mark_dispatched(db: Db, session_id: str, tool_call_ids: list[str]) -> None:
@@ -119,24 +130,29 @@ async def mark_dispatched(db: Db, session_id: str, tool_call_ids: list[str]) -> 
         )
 
 
-async def settle(db: Db, session_id: str, result: dict[str, Any]) -> None:
+def settle_stmt(session_id: str, result: dict[str, Any]) -> Stmt:
     """A call's result entering the transcript (the next model step, or ``finish_run``):
     the result the model will read (a result row the attempt already wrote is
     kept: it is the same result)."""
     err = result.get("error") or {}
-    await _exec(
-        db,
+    return (
         f"UPDATE {S}.tool_calls SET status = CASE WHEN result IS NULL THEN :st ELSE status END,"
         " result = coalesce(result, CAST(:res AS jsonb)),"
         " error_kind = CASE WHEN result IS NULL THEN :kind ELSE error_kind END,"
         " completed_at = coalesce(completed_at, now())"
         " WHERE session_id = :s AND tool_call_id = :id",
-        st="completed" if result["ok"] else "failed",
-        res=storable.dumps(result),
-        kind=err.get("kind"),
-        s=session_id,
-        id=result["tool_call_id"],
+        {
+            "st": "completed" if result["ok"] else "failed",
+            "res": storable.dumps(result),
+            "kind": err.get("kind"),
+            "s": session_id,
+            "id": result["tool_call_id"],
+        },
     )
+
+
+async def settle(db: Db, session_id: str, result: dict[str, Any]) -> None:
+    await execute(db, settle_stmt(session_id, result))
 
 
 async def unanswered(db: Db, session_id: str) -> list[sa.Row[Any]]:
@@ -219,41 +235,41 @@ async def attempt(
     call's advisory lock until the attempt ends; ``token`` is unique per step execution,
     so a retried dispatch mark of the same execution is not mistaken for an earlier one.
 
-    The connection runs in autocommit: each write commits as its one statement returns, so
-    the whole attempt costs three round trips (mark, record, unlock)."""
+    The connection runs in autocommit on the driver (``pg``): each write commits as its one
+    statement returns, so the whole attempt costs three round trips (mark, record, unlock)."""
     key = lock_key(session_id, tool_call_id)
     conn: AsyncConnection | None = None
+    raw: pg.Driver | None = None
     locked = False
 
-    async def connect() -> AsyncConnection:
-        nonlocal conn, locked
+    async def connect() -> pg.Driver:
+        nonlocal conn, raw, locked
         if conn is not None:
-            old, conn = conn, None
+            old, conn, raw = conn, None, None
             locked = False  # the lock died with the old connection's session
             with contextlib.suppress(Exception):  # often closed already by the failure
                 await old.invalidate()
                 await old.close()
-        fresh = await engine.connect()
-        conn = await fresh.execution_options(isolation_level="AUTOCOMMIT")
-        return conn
+        conn, raw = await pg.checkout(engine, autocommit=True)
+        return raw
 
-    async def wait_for_lock(c: AsyncConnection) -> None:
+    async def wait_for_lock(c: pg.Driver) -> None:
         nonlocal locked
         log.warning(
             "an earlier attempt of this tool call may still be running: waiting for it",
             extra={"event": "tool_attempt_wait", "tool_call_id": tool_call_id},
         )
-        await _exec(c, "SELECT pg_advisory_lock(:k)", k=key)
+        await pg.fetch(c, ("SELECT pg_advisory_lock(:k)", {"k": key}))
         locked = True
 
-    async def mark() -> sa.Row[Any]:
+    async def mark() -> Any:
         nonlocal locked
         c = await connect()
         params = {"s": session_id, "id": tool_call_id, "tok": token, "k": key}
-        row = (await _exec(c, _MARK, lock=exclusive, **params)).one()
+        (row,) = await pg.fetch(c, (_MARK, {"lock": exclusive, **params}))
         if exclusive and not row.got:
             await wait_for_lock(c)
-            row = (await _exec(c, _MARK, lock=False, **params)).one()
+            (row,) = await pg.fetch(c, (_MARK, {"lock": False, **params}))
         locked = exclusive
         if row.attempts is None:
             raise LookupError(f"no ledger row for tool call {tool_call_id!r}")
@@ -264,27 +280,29 @@ async def attempt(
 
         async def write() -> dict[str, Any]:
             nonlocal healthy, locked
-            c = conn if conn is not None and healthy else await connect()
+            c = raw if raw is not None and healthy else await connect()
             healthy = True
             err = result.get("error") or {}
             try:
                 if exclusive and not locked:
-                    got = (await _exec(c, "SELECT pg_try_advisory_lock(:k)", k=key)).scalar()
+                    ((got,),) = await pg.fetch(c, ("SELECT pg_try_advisory_lock(:k)", {"k": key}))
                     if got:
                         locked = True
                     else:
                         await wait_for_lock(c)
-                stored = (
-                    await _exec(
-                        c,
+                ((stored,),) = await pg.fetch(
+                    c,
+                    (
                         _RECORD,
-                        st="completed" if result["ok"] else "failed",
-                        res=storable.dumps(result),
-                        kind=err.get("kind"),
-                        s=session_id,
-                        id=tool_call_id,
-                    )
-                ).scalar_one()
+                        {
+                            "st": "completed" if result["ok"] else "failed",
+                            "res": storable.dumps(result),
+                            "kind": err.get("kind"),
+                            "s": session_id,
+                            "id": tool_call_id,
+                        },
+                    ),
+                )
             except Exception:
                 healthy = False  # reconnect (and re-lock) before the next try
                 raise
@@ -301,16 +319,16 @@ async def attempt(
             _record=record,
         )
     finally:
-        await _release(conn, key if exclusive and locked else None)
+        await _release(conn, raw, key if exclusive and locked else None)
 
 
-async def _release(conn: AsyncConnection | None, key: int | None) -> None:
+async def _release(conn: AsyncConnection | None, raw: pg.Driver | None, key: int | None) -> None:
     """Unlock and return the connection; a broken one is discarded (its lock died with it)."""
-    if conn is None:
+    if conn is None or raw is None:
         return
     try:
-        if key is not None and not conn.invalidated:
-            await _exec(conn, "SELECT pg_advisory_unlock(:k)", k=key)
+        if key is not None and not (raw.broken or raw.closed):
+            await pg.fetch(raw, ("SELECT pg_advisory_unlock(:k)", {"k": key}))
     except Exception:
         with contextlib.suppress(Exception):
             await conn.invalidate()

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from ..records import PendingCall, PendingKind
 from ..runtime._dbos_compat import ENDED
+from .pg import Stmt, execute
 from .schema import SCHEMA as S
 from .transcript import Db
 
@@ -87,16 +88,18 @@ async def settle_timeout(db: Db, root_session_id: str, tool_call_id: str) -> str
     return str(r.scalar_one())
 
 
-async def resolve(db: Db, root_session_id: str, tool_call_id: str) -> None:
+def resolve_stmt(root_session_id: str, tool_call_id: str) -> Stmt:
     """The call's result was recorded: the wait is over."""
-    await db.execute(
-        sa.text(
-            f"UPDATE {S}.pending_calls SET status = 'resolved', resolved_at = now()"
-            " WHERE root_session_id = :r AND tool_call_id = :id AND status IN ('waiting',"
-            " 'submitted')"
-        ),
+    return (
+        f"UPDATE {S}.pending_calls SET status = 'resolved', resolved_at = now()"
+        " WHERE root_session_id = :r AND tool_call_id = :id AND status IN ('waiting',"
+        " 'submitted')",
         {"r": root_session_id, "id": tool_call_id},
     )
+
+
+async def resolve(db: Db, root_session_id: str, tool_call_id: str) -> None:
+    await execute(db, resolve_stmt(root_session_id, tool_call_id))
 
 
 async def close_open(db: Db, owner_session_id: str, reason: str) -> int:
@@ -112,16 +115,19 @@ async def close_open(db: Db, owner_session_id: str, reason: str) -> int:
     return len(r.all())
 
 
-async def take_late_answers(db: Db, owner_session_id: str) -> list[sa.Row[Any]]:
-    """Late answers not yet shown to the model, marked shown (one notice each)."""
-    r = await db.execute(
-        sa.text(
-            f"UPDATE {S}.pending_calls SET late_noticed = true WHERE owner_session_id = :s"
-            " AND late_submission IS NOT NULL AND NOT late_noticed"
-            " RETURNING tool_call_id, tool, late_submission"
-        ),
+def take_late_answers_stmt(owner_session_id: str) -> Stmt:
+    """Late answers not yet shown to the model, marked shown (one notice each); rows of
+    ``tool_call_id, tool, late_submission`` (sort them: RETURNING has no order)."""
+    return (
+        f"UPDATE {S}.pending_calls SET late_noticed = true WHERE owner_session_id = :s"
+        " AND late_submission IS NOT NULL AND NOT late_noticed"
+        " RETURNING tool_call_id, tool, late_submission",
         {"s": owner_session_id},
     )
+
+
+async def take_late_answers(db: Db, owner_session_id: str) -> list[sa.Row[Any]]:
+    r = await execute(db, take_late_answers_stmt(owner_session_id))
     return sorted(r.all(), key=lambda row: row.tool_call_id)
 
 

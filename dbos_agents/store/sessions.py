@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from .. import storable
 from ..messages import Usage
 from ..outcome import RunSpec, SessionInfo
+from .pg import Stmt, execute
 from .schema import SCHEMA as S
 from .transcript import Db
 
@@ -179,20 +180,20 @@ async def begin(db: Db, spec: RunSpec, workflow_id: str) -> bool:
     return began
 
 
-async def lock_in_run(db: Db, session_id: str) -> None:
+def lock_stmt(session_id: str) -> Stmt:
     """Serialize the run's writes on the row (message sequence numbers)."""
-    await db.execute(
-        sa.text(f"SELECT 1 FROM {S}.sessions WHERE id = :s FOR UPDATE"), {"s": session_id}
-    )
+    return (f"SELECT 1 FROM {S}.sessions WHERE id = :s FOR UPDATE", {"s": session_id})
 
 
-async def add_usage(db: Db, session_id: str, usage: Usage) -> None:
-    await db.execute(
-        sa.text(
-            f"UPDATE {S}.sessions SET turns = turns + 1, input_tokens = input_tokens + :i,"
-            " output_tokens = output_tokens + :o, cost_usd = cost_usd + :c, updated_at = now()"
-            " WHERE id = :s"
-        ),
+async def lock_in_run(db: Db, session_id: str) -> None:
+    await execute(db, lock_stmt(session_id))
+
+
+def add_usage_stmt(session_id: str, usage: Usage) -> Stmt:
+    return (
+        f"UPDATE {S}.sessions SET turns = turns + 1, input_tokens = input_tokens + :i,"
+        " output_tokens = output_tokens + :o, cost_usd = cost_usd + :c, updated_at = now()"
+        " WHERE id = :s",
         {"s": session_id, "i": usage.input_tokens, "o": usage.output_tokens, "c": usage.cost_usd},
     )
 

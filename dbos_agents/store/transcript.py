@@ -10,33 +10,27 @@ from types import SimpleNamespace
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from .. import storable
 from ..messages import Message, Usage
 from ..outcome import RunSpec
 from ..records import HistoryEntry
+from .pg import Db, Stmt, execute
 from .schema import SCHEMA as S
 
-Db = AsyncSession | AsyncConnection
-"""A datasource transaction's session, or a plain connection in a step's own transaction."""
+__all__ = ["Db"]  # re-exported: the table modules type their connections with it
 
 
-async def next_seq(db: Db, session_id: str) -> int:
-    r = await db.execute(
-        sa.text(f"SELECT coalesce(max(seq), 0) + 1 FROM {S}.messages WHERE session_id = :s"),
-        {"s": session_id},
+def append_stmt(spec: RunSpec, seq: int | None, msg: Message) -> Stmt:
+    """Insert ``msg`` at ``seq``, or (``None``) after the session's last message: the
+    caller holds the session row lock, so the next number is free."""
+    at = ":seq" if seq is not None else (
+        f"(SELECT coalesce(max(seq), 0) + 1 FROM {S}.messages WHERE session_id = :s)"
     )
-    return int(r.scalar_one())
-
-
-async def append(db: Db, spec: RunSpec, seq: int, msg: Message) -> None:
-    await db.execute(
-        sa.text(
-            f"INSERT INTO {S}.messages (session_id, seq, run_seq, role, content, tool_calls,"
-            " tool_call_id, name, user_id, tenant_id) VALUES (:s, :seq, :run, :role, :content,"
-            " CAST(:calls AS jsonb), :tcid, :name, :u, :t)"
-        ),
+    return (
+        f"INSERT INTO {S}.messages (session_id, seq, run_seq, role, content, tool_calls,"
+        f" tool_call_id, name, user_id, tenant_id) VALUES (:s, {at}, :run, :role, :content,"
+        " CAST(:calls AS jsonb), :tcid, :name, :u, :t)",
         {
             "s": spec["session_id"],
             "seq": seq,
@@ -50,6 +44,10 @@ async def append(db: Db, spec: RunSpec, seq: int, msg: Message) -> None:
             "t": spec["tenant_id"],
         },
     )
+
+
+async def append(db: Db, spec: RunSpec, seq: int, msg: Message) -> None:
+    await execute(db, append_stmt(spec, seq, msg))
 
 
 async def read(db: Db, session_id: str) -> list[Message]:
@@ -72,22 +70,19 @@ async def read(db: Db, session_id: str) -> list[Message]:
     ]
 
 
-async def record_usage(
-    db: Db,
+def record_usage_stmt(
     spec: RunSpec,
     turn: int,
     model: str | None,
     usage: Usage,
     response: dict[str, Any] | None = None,
-) -> None:
+) -> Stmt:
     """The turn's usage row; ``response`` (the model step's output) makes the turn
     replayable without a second model call."""
-    await db.execute(
-        sa.text(
-            f"INSERT INTO {S}.usage (session_id, run_seq, turn, model, input_tokens,"
-            " output_tokens, cost_usd, tenant_id, response) VALUES (:s, :run, :turn, :model,"
-            " :i, :o, :c, :t, CAST(:resp AS jsonb))"
-        ),
+    return (
+        f"INSERT INTO {S}.usage (session_id, run_seq, turn, model, input_tokens,"
+        " output_tokens, cost_usd, tenant_id, response) VALUES (:s, :run, :turn, :model,"
+        " :i, :o, :c, :t, CAST(:resp AS jsonb))",
         {
             "s": spec["session_id"],
             "run": spec["run_seq"],
@@ -102,20 +97,20 @@ async def record_usage(
     )
 
 
-async def turn_state(db: Db, spec: RunSpec, turn: int) -> tuple[dict[str, Any] | None, list[Any]]:
+def turn_state_stmt(spec: RunSpec, turn: int) -> Stmt:
     """The recorded output of a turn (if any) and the owner's unseen late answers, in one
-    statement (the model step's only read)."""
-    r = await db.execute(
-        sa.text(
-            f"SELECT (SELECT response FROM {S}.usage WHERE session_id = :s AND run_seq = :run"
-            " AND turn = :turn) AS recorded, (SELECT coalesce(json_agg(json_build_object("
-            "'tool_call_id', tool_call_id, 'tool', tool, 'late_submission', late_submission)"
-            f" ORDER BY tool_call_id), '[]') FROM {S}.pending_calls WHERE owner_session_id = :s"
-            " AND late_submission IS NOT NULL AND NOT late_noticed) AS late"
-        ),
+    statement (the model step's only read); parse its row with ``turn_state``."""
+    return (
+        f"SELECT (SELECT response FROM {S}.usage WHERE session_id = :s AND run_seq = :run"
+        " AND turn = :turn) AS recorded, (SELECT coalesce(json_agg(json_build_object("
+        "'tool_call_id', tool_call_id, 'tool', tool, 'late_submission', late_submission)"
+        f" ORDER BY tool_call_id), '[]') FROM {S}.pending_calls WHERE owner_session_id = :s"
+        " AND late_submission IS NOT NULL AND NOT late_noticed) AS late",
         {"s": spec["session_id"], "run": spec["run_seq"], "turn": turn},
     )
-    row = r.one()
+
+
+def turn_state(row: Any) -> tuple[dict[str, Any] | None, list[Any]]:
     late = [SimpleNamespace(**x) for x in row.late]
     return (None if row.recorded is None else dict(row.recorded)), late
 

@@ -218,6 +218,13 @@ def respond(request: ModelRequest) -> str | ModelResponse:
             return calls(call("confirm_fast", {"question": "quick?"}))
         notes = [m.content for m in request.messages if m.role == "system"]
         return f"impatient got: {_last_tool(request)} notes={len(notes)}"
+    if agent == "latecomer":  # a late answer arrives while a later call of the run waits
+        if turn == 0:
+            return calls(call("confirm_fast", {"question": "quick?"}))
+        if turn == 1:
+            return calls(call("confirm", {"question": "and now?"}))
+        notes = [m.content for m in request.messages if m.role == "system"]
+        return f"latecomer got: {_last_tool(request)} notes={len(notes)}"
     if agent == "closer":
         if turn == 0:
             return calls(call("close_account", {"account_id": "acc-1"}))
@@ -252,6 +259,7 @@ AGENTS = [
     Agent("dupes", tools=[get_order]),
     Agent("asker", tools=[confirm], tool_timeout=timedelta(minutes=10)),
     Agent("impatient", tools=[confirm_fast]),
+    Agent("latecomer", tools=[confirm_fast, confirm], tool_timeout=timedelta(minutes=10)),
     Agent("closer", tools=[close_account]),
     Agent("pchat", persistent=True, idle_ttl=timedelta(seconds=3)),
     Agent("ugly", tools=[ugly_charge]),

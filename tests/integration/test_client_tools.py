@@ -140,6 +140,40 @@ async def test_timeout_then_late_answer_gets_one_notice(
     assert len(notes) == 1 and "arrived after that call had timed out" in (notes[0].content or "")
 
 
+async def test_late_answer_during_the_run_reaches_the_next_turn(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    """A late answer that arrives while the same run waits on a later call: the model
+    step after that call records the notice in its own transaction, before its turn."""
+    h = await runtime.start("latecomer", "go")
+    waiting = await _pending(client, h.session_id)
+    while [p.tool for p in waiting] != ["confirm"]:  # confirm_fast times out after 1 s
+        await asyncio.sleep(0.05)
+        waiting = await asyncio.to_thread(client.pending, session_id=h.session_id)
+    (tomb,) = [
+        p
+        for p in await asyncio.to_thread(
+            client.pending, session_id=h.session_id, include_resolved=True
+        )
+        if p.tool == "confirm_fast"
+    ]
+    late = await asyncio.to_thread(
+        client.submit_tool_result, h.session_id, tomb.tool_call_id, result={"ok": True}
+    )
+    assert late.status == "late_answer_after_timeout"
+    ok = await asyncio.to_thread(
+        client.submit_tool_result, h.session_id, waiting[0].tool_call_id, result={"ok": False}
+    )
+    assert ok.status == "accepted"
+    res = await h.result()
+    assert res.output is not None and res.output.endswith("notes=1")
+    hist = await h.history()
+    roles = [m.role for m in hist]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "system", "assistant"]
+    assert "arrived after that call had timed out" in (hist[5].content or "")
+    assert [m.seq for m in hist] == list(range(1, len(hist) + 1))
+
+
 async def test_submit_before_recv_is_buffered(runtime: AgentRuntime, client: AgentClient) -> None:
     """The row exists as soon as write #1+register commit; the recv may come later."""
     h = await runtime.start("asker", "buffer")

@@ -23,7 +23,7 @@ from dbos_agents.delivery import ResultDelivery
 from dbos_agents.errors import InterruptFailedError, SessionNotFoundError
 from dbos_agents.messages import Message
 from dbos_agents.outcome import RunSpec
-from dbos_agents.store import calls, pending, sessions, transcript
+from dbos_agents.store import calls, pending, pg, sessions, transcript
 from dbos_agents.store.db import sqlalchemy_url
 from dbos_agents.store.submit import interrupt, submit
 
@@ -101,7 +101,8 @@ class Env:
              "safe_to_retry": False, "kind": "server"} for c in cids
         ]  # fmt: skip
         async with self.tx() as db:
-            await calls.insert_requested(db, sid, 1, 1, rows)
+            for stmt in calls.insert_requested_stmts(sid, 1, 1, rows):
+                await pg.execute(db, stmt)
 
     async def new_wait(self, root: str, wf: str = "wf", owner: str | None = None) -> str:
         cid = uid("c")
