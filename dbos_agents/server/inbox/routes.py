@@ -220,9 +220,9 @@ async def _answer(
         return await _inbox_page(
             request,
             visitor,
-            call=tool_call_id,
+            call=f"{session_id}/{tool_call_id}",
             errors=error_lines(exc),
-            drafts={tool_call_id: draft},
+            drafts={f"{session_id}/{tool_call_id}": draft},
             status=400,
         )
     ctx.metrics.submits.labels(kind, outcome.status).inc()
@@ -236,7 +236,8 @@ async def _answer(
             "outcome": outcome.status,
         },
     )
-    return see_other("/inbox?" + urlencode({"done": outcome_key(outcome), "call": tool_call_id}))
+    done = {"done": outcome_key(outcome), "call": f"{session_id}/{tool_call_id}"}
+    return see_other("/inbox?" + urlencode(done))
 
 
 @router.post("/calls/{session_id}/{tool_call_id}/decide")
