@@ -71,9 +71,7 @@ def runtime() -> AgentRuntime:
                 Agent(
                     "middle",
                     "delegates again",
-                    sub_agents=[
-                        Agent("leaf", tools=[confirm], tool_timeout=timedelta(minutes=10))
-                    ],
+                    sub_agents=[Agent("leaf", tools=[confirm], tool_timeout=timedelta(minutes=10))],
                 )
             ],
         ),

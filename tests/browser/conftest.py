@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from dbos_agents import AgentClient, PendingCall
 from dbos_agents.server import ServerSettings, create_app
@@ -25,12 +26,17 @@ OPERATOR_TOKEN = "operator-token-" + "y" * 32
 TENANT = "acme"
 OTHER_TENANT = "globex"
 
-pytestmark = pytest.mark.browser
 
-if not CHROMIUM.exists():
-    pytest.skip("no /usr/bin/chromium (run .ci/setup-browser)", allow_module_level=True)
-
-from playwright.sync_api import Browser, Page, Playwright, sync_playwright  # noqa: E402
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test here ``browser``; skip them all when Chromium is absent."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.browser)
+            if not CHROMIUM.exists():
+                item.add_marker(
+                    pytest.mark.skip(reason="no /usr/bin/chromium: run .ci/setup-browser")
+                )
 
 
 @pytest.fixture(scope="module")

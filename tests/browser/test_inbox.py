@@ -13,6 +13,8 @@ from tests.http.conftest import LiveServer
 
 from .conftest import OTHER_TENANT, TENANT, StatementCounter, call_row, wait_pending
 
+PATH = "boss \u203a middle \u203a leaf"  # the sub-agent path, as the page writes it
+
 
 def card(page: Page, call: PendingCall) -> Locator:
     return page.locator(f"article.call[data-call='{call.root_session_id}/{call.tool_call_id}']")
@@ -141,7 +143,7 @@ def test_another_tenants_calls_never_appear(
     nobody = client.start("asker", "no tenant")
     my_call = wait_pending(client, mine)
     their_call = wait_pending(client, theirs)
-    no_call = wait_pending(client, nobody)
+    wait_pending(client, nobody)
     page.reload()
     expect(card(page, my_call)).to_have_count(1)
     assert theirs not in page.content()
@@ -244,7 +246,8 @@ def test_the_list_is_one_query_whatever_its_length(
     many = statements_for_one_page()
     assert few == many == 2  # the open list and the settled list
     expect(page.locator("article.call").filter(has_text="confirm").first).to_be_visible()
-    expect(page.locator("article.call .path").filter(has_text="boss › middle › leaf")).to_have_count(2)
+    deep = page.locator("article.call .path").filter(has_text=PATH)
+    expect(deep).to_have_count(2)
     page.select_option("select[name=agent]", "boss")
     page.click("button:has-text('Filter')")
     expect(page.locator("article.call")).to_have_count(2)

@@ -1,6 +1,6 @@
 """``docs/inbox.png``: the inbox with a few pending calls. Runs only when asked:
 
-    DBOS_AGENTS_INBOX_SCREENSHOT=docs/inbox.png pytest tests/browser/test_screenshot.py
+DBOS_AGENTS_INBOX_SCREENSHOT=docs/inbox.png pytest tests/browser/test_screenshot.py
 """
 
 from __future__ import annotations

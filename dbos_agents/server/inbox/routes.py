@@ -106,6 +106,7 @@ async def sign_in(
         try:
             principal = await call_hook(ctx.authenticate, request, "operate", None)
         except HTTPException as exc:
+            log.warning("inbox sign-in refused", extra={"event": "inbox.sign_in_refused"})
             return _sign_in_page(request, visitor, f"Refused: {exc.detail}", exc.status_code)
         if principal is not None:
             operator, tenant = f"operator:{principal.subject}", principal.tenant_id
