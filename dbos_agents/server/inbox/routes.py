@@ -208,7 +208,7 @@ async def _answer(
     if not sessions.csrf_ok(visitor, csrf):
         return _refused(request, 403, "CSRF check failed; reload the inbox and try again.")
     client = ctx.agent_client()
-    kind = "approval" if isinstance(delivery, ApprovalDelivery) else "result"
+    kind = "approval" if isinstance(delivery, ApprovalDelivery) else "client-tool-result"
     try:
         await run_in_threadpool(_own, client, visitor, session_id)
         if isinstance(delivery, str):
