@@ -13,9 +13,12 @@ from starlette.concurrency import run_in_threadpool
 
 from ..client import AgentClient
 from ..errors import ConfigurationError
+from ..runtime._dbos_compat import system_schema
 from .auth import Authenticate, Clock, SessionTokens, load_authenticate
 from .context import ServerContext
 from .errors import install_error_handlers
+from .inbox import install as install_inbox
+from .inbox.queries import open_summary
 from .limits import BodyLimitMiddleware
 from .metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
 from .routes import router
@@ -80,6 +83,12 @@ def create_app(
         client=client,
     )
 
+    def pending_summary() -> tuple[int, float] | None:
+        c = ctx.client
+        return None if c is None else open_summary(c.engine, system_schema(c.dbos))
+
+    ctx.metrics.watch_pending(pending_summary)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if ctx.client is None:
@@ -102,12 +111,16 @@ def create_app(
     )
     app.state.dbos_agents = ctx
     app.include_router(router)
+    if settings.inbox:
+        install_inbox(app, ctx)
     if settings.metrics_enabled:
 
         @app.get("/metrics", tags=["operations"], response_class=Response)
         async def metrics() -> Response:
             """Prometheus text format; no auth (route templates and counts, never ids)."""
-            return Response(ctx.metrics.render(), media_type=CONTENT_TYPE)
+            # The pending gauges query the database: off the event loop.
+            body = await run_in_threadpool(ctx.metrics.render)
+            return Response(body, media_type=CONTENT_TYPE)
 
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)

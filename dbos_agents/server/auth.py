@@ -62,8 +62,11 @@ Operation = Literal[
     "interrupt",
     "refresh_token",
     "revoke_tokens",
+    "operate",
 ]
-"""What a call wants to do; the hook's second argument."""
+"""What a call wants to do; the hook's second argument. ``operate`` is an operator signing
+in to the inbox (``session_id`` None): a principal returned for it may answer every call of
+its tenant (every tenant's, if its ``tenant_id`` is None); see docs/inbox.md."""
 
 
 @dataclass(frozen=True)

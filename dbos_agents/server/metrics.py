@@ -6,14 +6,22 @@ Labels carry route templates (``/sessions/{session_id}/pending``), never session
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+log = logging.getLogger("dbos_agents.server")
+
+PendingSummary = Callable[[], "tuple[int, float] | None"]
+"""How many calls are open and the oldest one's age in seconds (None: not known yet)."""
 
 
 class Metrics:
@@ -40,8 +48,45 @@ class Metrics:
             registry=self.registry,
         )
 
+    def watch_pending(self, summary: PendingSummary) -> None:
+        """Export the pending gauges, computed by ``summary`` at each scrape."""
+        self.registry.register(PendingCollector(summary))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class PendingCollector(Collector):
+    """``dbos_agents_pending_calls`` and ``dbos_agents_pending_oldest_age_seconds``, from
+    one aggregate query per scrape (all tenants: counts only, no ids)."""
+
+    def __init__(self, summary: PendingSummary) -> None:
+        self.summary = summary
+
+    def _families(self, count: float, oldest: float) -> list[Metric]:
+        return [
+            GaugeMetricFamily(
+                "dbos_agents_pending_calls",
+                "Open client-tool calls and approvals (waiting for a human or a client).",
+                value=count,
+            ),
+            GaugeMetricFamily(
+                "dbos_agents_pending_oldest_age_seconds",
+                "Age of the oldest open client-tool call or approval (0 when none).",
+                value=oldest,
+            ),
+        ]
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families(0, 0)  # names only: no query at registration
+
+    def collect(self) -> Iterable[Metric]:
+        try:
+            got = self.summary()
+        except Exception:  # a scrape must not fail because the database is away
+            log.warning("pending gauges unavailable", exc_info=True)
+            return []
+        return [] if got is None else self._families(*got)
 
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

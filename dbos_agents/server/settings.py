@@ -69,6 +69,16 @@ class ServerSettings(BaseSettings):
     """An SSE comment is sent after this much silence, so proxies keep the stream open."""
     events_max_stream_sec: float = Field(default=3600.0, gt=0)
     """A following stream closes after this long; clients reconnect with Last-Event-ID."""
+    inbox: bool = False
+    """Serve the operator inbox at ``/inbox`` (docs/inbox.md). Needs ``operator_token`` or
+    an authenticate hook that answers the ``operate`` operation."""
+    operator_token: SecretStr | None = None
+    """The token operators sign in to the inbox with (at least 32 characters)."""
+    operator_tenant: str | None = None
+    """The tenant whose calls an operator signed in with ``operator_token`` sees and
+    answers; ``None``: every tenant's."""
+    operator_session_ttl_sec: int = Field(default=8 * 3600, gt=0)
+    """An operator stays signed in this long."""
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     log_level: str = "info"
