@@ -89,7 +89,7 @@ async def _complete(req: ModelRequest) -> ModelResponse:
 async def model_step(
     spec: RunSpec,
     turn: int,
-    request: dict[str, Any],
+    request: ModelRequest,
     previous: list[dict[str, Any]],
     used_ids: list[str],
     namespace: str,
@@ -102,7 +102,7 @@ async def model_step(
         recorded, notices = await ledger.turn_state(spec, turn)
         if recorded is not None:
             return recorded
-        req = ModelRequest.model_validate(request)
+        req = request  # a step's arguments are not checkpointed: no need to dump them
         if notices:
             req = req.model_copy(update={"messages": [*req.messages, *notices]})
         response = await _complete(req)

@@ -144,7 +144,10 @@ class AgentRuntime:
                 "pool_size": s.db_pool_size,
                 "max_overflow": s.db_max_overflow,
                 "pool_timeout": s.db_pool_timeout_sec,
-                "pool_pre_ping": True,
+                # No ping per checkout (a round trip each, most of a checkout's CPU): a
+                # connection that died with the server fails its statement, is invalidated
+                # and the write retried (``calls.retry_transient``, DBOS's own retries).
+                "pool_pre_ping": False,
             },
         )
         set_context(WorkerContext(self.agents, self.model, s, Ledger(ds)))

@@ -221,7 +221,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
                     messages=messages,
                     tools=tools,
                     settings=agent.model_settings,
-                ).model_dump(mode="json"),
+                ),
                 unrecorded,
                 sorted(used_ids),
                 namespace,
