@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import signal
 from typing import Any
 
 import typer
@@ -96,8 +97,8 @@ def serve(
 ) -> None:
     """Run the HTTP API (stateless; run as many as you like behind a load balancer).
 
-    It needs --auth or --allow-unauthenticated (or their settings). With --json only
-    errors change (one JSON document); uvicorn logs as usual.
+    It needs --auth or --allow-unauthenticated (or their settings). SIGTERM shuts it down
+    gracefully (exit 0). With --json only errors change (one JSON document).
     """
     from ..server import ServerSettings
     from ..server import serve as run_server
@@ -123,7 +124,14 @@ def serve(
     if settings.database_url is None:
         url = resolve_database_url(None)
         settings = settings.model_copy(update={"database_url": url})
+    signal.signal(signal.SIGTERM, _drained)
     run_server(settings, authenticate=hook)
+
+
+def _drained(signum: int, frame: object) -> None:
+    """uvicorn shuts down gracefully on SIGTERM, then re-raises it to the handler it found:
+    this one, so a drained server exits 0 like a drained worker."""
+    raise typer.Exit(0)
 
 
 @command(panel="Setup and processes")
