@@ -111,12 +111,19 @@ def _remember_stop(signum: int, frame: object) -> None:
     _early_stop.set()
 
 
-def run_worker(spec: str) -> None:
+def run_worker(spec: str, *, database_url: Callable[[str | None], str] | None = None) -> None:
     """The CLI entry: a SIGTERM that arrives while the app imports or DBOS launches is
-    remembered and drains right after launch, so even an early stop exits 0."""
+    remembered and drains right after launch, so even an early stop exits 0.
+
+    ``database_url`` maps the URL the app configured (None: none) to the one to use; the
+    CLI passes its ``--database-url`` / embedded-default resolution."""
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _remember_stop)
     # From this line on a SIGTERM drains; before it (interpreter start, imports) nothing of
     # ours runs that could catch it. Supervisors and tests can tell the two apart by it.
     print(STARTING_LINE, flush=True)
-    asyncio.run(serve_forever(load_runtime(spec)))
+    runtime = load_runtime(spec)
+    if database_url is not None:
+        url = database_url(runtime.settings.database_url)
+        runtime.settings = runtime.settings.model_copy(update={"database_url": url})
+    asyncio.run(serve_forever(runtime))

@@ -7,7 +7,8 @@
 
 It is ``dbos-agents submit`` (built on ``AgentClient``), with the same exit codes:
 0 accepted, 3 already_completed, 4 unknown_tool_call, 5 late_answer_after_timeout,
-6 invalid result, 7 invalid request, 2 usage/configuration/database errors.
+6 invalid result, 7 invalid request, 2 usage or configuration, 9 database unavailable
+(all codes: docs/cli.md).
 The database comes from --database-url or DBOS_AGENTS_DATABASE_URL.
 """
 

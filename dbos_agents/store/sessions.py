@@ -93,8 +93,34 @@ def get(engine: sa.Engine, session_id: str) -> SessionInfo | None:
         r = conn.execute(
             sa.text(f"SELECT * FROM {S}.sessions WHERE id = :s"), {"s": session_id}
         ).first()
-    if r is None:
-        return None
+    return None if r is None else _info(r)
+
+
+def list_recent(
+    engine: sa.Engine,
+    *,
+    agent: str | None = None,
+    status: str | None = None,
+    user_id: str | None = None,
+    tenant_id: str | None = None,
+    limit: int = 20,
+) -> list[SessionInfo]:
+    """Sessions newest first, each filter applied when given (``dbos-agents sessions``)."""
+    filters = {"agent": agent, "status": status, "user_id": user_id, "tenant_id": tenant_id}
+    given = {k: v for k, v in filters.items() if v is not None}
+    where = " AND ".join(f"{k} = :{k}" for k in given) or "TRUE"
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                f"SELECT * FROM {S}.sessions WHERE {where}"
+                " ORDER BY created_at DESC, id DESC LIMIT :lim"
+            ),
+            {**given, "lim": limit},
+        ).all()
+    return [_info(r) for r in rows]
+
+
+def _info(r: Any) -> SessionInfo:
     return SessionInfo(
         id=r.id,
         root_session_id=r.root_session_id,
