@@ -23,7 +23,7 @@ from ..messages import Message, Usage
 from ..outcome import RunSpec
 from ..results import ToolResult
 from ..store import calls, pending, pg, sessions, transcript
-from . import drain
+from . import drain, fresh
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -111,6 +111,7 @@ class Ledger:
     async def _begin_run(self, spec: RunSpec) -> BeginResult:
         """Mark the run running (fenced on ``run_seq``), close calls an interrupted run left
         unanswered, append the user message, return the transcript."""
+        fresh.step_ran()
         db = self.db
         workflow_id = DBOS.workflow_id or run_workflow_id(spec["session_id"], spec["run_seq"])
         began = await sessions.begin(db, spec, workflow_id)
@@ -213,6 +214,7 @@ class Ledger:
     ) -> dict[str, float]:
         """Open the turn's waits and mark the calls that may now act elsewhere (client
         tools, sub-agents) dispatched; returns the waits' absolute deadlines, fixed once."""
+        fresh.step_ran()
         db = self.db
         deadlines: dict[str, float] = {}
         for w in waits:

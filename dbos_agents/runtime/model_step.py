@@ -26,7 +26,7 @@ from ..ids import idempotency_key
 from ..messages import Message, ModelResponse, ToolCall
 from ..models.base import ModelRequest
 from ..outcome import RunSpec
-from . import drain
+from . import drain, fresh
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import kind_of
@@ -93,15 +93,24 @@ async def model_step(
     previous: list[dict[str, Any]],
     used_ids: list[str],
     namespace: str,
+    late_possible: bool,
 ) -> dict[str, Any]:
     """One model turn, recorded (see the module doc). Returns ``{"response": ModelResponse
-    (call ids made unique), "notices": [late-answer messages delivered before it]}``."""
+    (call ids made unique), "notices": [late-answer messages delivered before it]}``.
+
+    The first read is skipped when it can find nothing: no earlier execution can have
+    recorded this turn (``fresh``) and no wait of this run timed out, so no late answer
+    can be waiting (``late_possible``; a late answer to an earlier run's call is noticed
+    by the next run's ``begin_run``)."""
     async with drain.step():
         ctx = get_context()
         ledger = ctx.ledger
-        recorded, notices = await ledger.turn_state(spec, turn)
-        if recorded is not None:
-            return recorded
+        notices: list[Message] = []
+        if late_possible or not fresh.later_steps_are_new():
+            recorded, notices = await ledger.turn_state(spec, turn)
+            if recorded is not None:
+                return recorded
+        fresh.step_ran()
         req = request  # a step's arguments are not checkpointed: no need to dump them
         if notices:
             req = req.model_copy(update={"messages": [*req.messages, *notices]})

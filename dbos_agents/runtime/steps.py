@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 
 from ..results import ToolResult, durability_error
 from ..tools import Tool, ToolContext
-from . import drain
+from . import drain, fresh
 from .context import get_context
 from .crashpoints import crash_point
 
@@ -49,6 +49,7 @@ async def _guarded(spec: ToolCallSpec) -> dict[str, Any]:
     async with ctx.ledger.attempt(
         spec["session_id"], spec["tool_call_id"], uuid.uuid4().hex, exclusive=not tool.safe_to_retry
     ) as attempt:
+        fresh.step_ran()
         if attempt.recorded is not None:  # an earlier attempt finished and recorded it
             return attempt.recorded
         crash_point("after_dispatch_mark")

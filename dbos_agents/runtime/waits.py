@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, Final
 
 from dbos import DBOS, SetWorkflowID
 from dbos._error import DBOSAwaitedWorkflowCancelledError
@@ -90,11 +90,16 @@ async def wait_for_submission(
     return delivery
 
 
+TIMEOUT_KIND: Final = "client_tool_timeout"
+"""The error kind of a wait that timed out (client tool or approval): the one kind of
+call a late answer can come for."""
+
+
 def timeout_result(tool_call_id: str, tool: str, timeout_sec: float) -> ToolResult:
     return ToolResult.failure(
         tool_call_id,
         tool,
-        "client_tool_timeout",
+        TIMEOUT_KIND,
         f"No answer for {tool!r} arrived within {timeout_sec:g} seconds, so the call timed "
         "out. Tell the user, or try again if it still matters.",
     )

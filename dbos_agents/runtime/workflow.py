@@ -26,12 +26,12 @@ from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
 from ..results import ToolResult
-from . import outcomes
+from . import fresh, outcomes
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import Planned, Turn, kind_of
 from .model_step import model_step
-from .waits import RunInterrupted
+from .waits import TIMEOUT_KIND, RunInterrupted
 
 log = logging.getLogger("dbos_agents")
 
@@ -129,6 +129,7 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
     and runs the next message in the same workflow; each run's outcome is published as the
     workflow event ``run:<run_seq>``.
     """
+    fresh.begin_execution()
     try:
         agent = get_context().agent(spec["agent"])
     except UnknownAgentError as exc:  # a client started an agent no worker knows
@@ -198,6 +199,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
         else "@" + hashlib.sha256(spec["session_id"].encode()).hexdigest()[:8]
     )
     usage = Usage()
+    late_possible = False  # a wait of this run timed out: a late answer may come for it
     turns = 0
     status: RunStatus = "completed"
     output: str | None = None
@@ -225,6 +227,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
                 unrecorded,
                 sorted(used_ids),
                 namespace,
+                late_possible,
             )
         except ModelError as exc:
             status, error = "failed", str(exc)
@@ -254,6 +257,9 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
             status = "interrupted"
             break
         crash_point("after_tool_steps")
+        late_possible = late_possible or any(
+            r.error is not None and r.error.kind == TIMEOUT_KIND for r in results
+        )
         unrecorded = [r.model_dump(mode="json") for r in results]
         messages.extend(
             Message(role="tool", content=r.content(), tool_call_id=r.tool_call_id, name=r.tool)
