@@ -10,14 +10,28 @@ import pytest
 from dbos_agents.testing import create_fresh_database, drop_database, provision_test_database
 
 
+def _say(config: pytest.Config, line: str) -> None:
+    """One line on the terminal even while output is captured (CI logs show the source)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None:
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[str]:
+def pg_server(pytestconfig: pytest.Config) -> Iterator[str]:
     """A Postgres *server* URL: env var, testcontainers (Docker only) or embedded pgserver."""
     db = provision_test_database()
+    if db.source == "testcontainers":
+        _say(pytestconfig, f"test database: container {db.container_id} started from {db.image}")
     try:
         yield db.url
     finally:
         db.close()
+        if db.source == "testcontainers":
+            _say(pytestconfig, f"test database: container {db.container_id} stopped")
 
 
 @pytest.fixture(scope="module")

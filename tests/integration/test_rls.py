@@ -7,6 +7,7 @@ Connects as a real non-superuser login role (superusers bypass RLS), member of t
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
 
 import pytest
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.integration
 APP = f"dbos_agents_app_t{os.getpid()}"
 LOGIN = f"dbos_agents_login_t{os.getpid()}"
 SERVICE = f"dbos_agents_service_t{os.getpid()}"
+PASSWORD = secrets.token_hex(16)  # servers with password auth (testcontainers) need one
 ROWS = {  # session id: (user, tenant)
     "s_alice": ("alice", "t1"),
     "s_alice_t2": ("alice", "t2"),
@@ -83,13 +85,13 @@ def engines(fresh_database_url: str) -> Iterator[tuple[sa.Engine, sa.Engine, sa.
     with owner.begin() as conn:
         for role in (LOGIN, SERVICE):
             conn.execute(sa.text(f'DROP ROLE IF EXISTS "{role}"'))
-            conn.execute(sa.text(f'CREATE ROLE "{role}" LOGIN'))
+            conn.execute(sa.text(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{PASSWORD}'"))
         conn.execute(sa.text(f'GRANT "{APP}" TO "{LOGIN}"'))
         conn.execute(sa.text(f'GRANT USAGE ON SCHEMA dbos_agents TO "{SERVICE}"'))
         conn.execute(sa.text(f'GRANT SELECT ON ALL TABLES IN SCHEMA dbos_agents TO "{SERVICE}"'))
     base = make_url(sqlalchemy_url(fresh_database_url))
-    app = sa.create_engine(base.set(username=LOGIN, password=None))
-    service = sa.create_engine(base.set(username=SERVICE, password=None))
+    app = sa.create_engine(base.set(username=LOGIN, password=PASSWORD))
+    service = sa.create_engine(base.set(username=SERVICE, password=PASSWORD))
     yield owner, app, service
     app.dispose()
     service.dispose()
