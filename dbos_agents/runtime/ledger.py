@@ -155,31 +155,36 @@ class Ledger:
         rows and usage. Returns the step's output (``response`` and the notices it
         delivered), stored with the turn so a re-executed step replays it.
 
-        Pipelined: one round trip, or two when late answers wait (their notices must be
-        read before the rows after them are written)."""
+        One round trip (a script), or a pipelined transaction of two when late answers
+        wait (their notices are read before the rows after them are written)."""
         sid = spec["session_id"]
 
+        def rest(notices: list[Message], output: dict[str, Any]) -> list[pg.Stmt]:
+            return [
+                *(transcript.append_stmt(spec, None, m) for m in [*notices, assistant]),
+                *calls.insert_requested_stmts(
+                    sid, spec["run_seq"], turn, [dict(c) for c in ledger_calls]
+                ),
+                transcript.record_usage_stmt(spec, turn, model, usage, output),
+                sessions.add_usage_stmt(sid, usage),
+            ]
+
+        head = [sessions.lock_stmt(sid), *_result_stmts(spec, previous)]
+
         async def write() -> dict[str, Any]:
+            if not expect_notices:  # the common case: one script, one round trip
+                output: dict[str, Any] = {"response": response, "notices": []}
+                await pg.script(self.ds.engine, [*head, *rest([], output)])
+                return output
             async with pg.transaction(self.ds.engine) as batch:
-                await batch.send_all([sessions.lock_stmt(sid), *_result_stmts(spec, previous)])
-                notices: list[Message] = []
-                if expect_notices:
-                    late = await batch.send(pending.take_late_answers_stmt(sid))
-                    notices = _late_notices(await late.fetchall())
+                await batch.send_all(head)
+                late = await batch.send(pending.take_late_answers_stmt(sid))
+                notices = _late_notices(await late.fetchall())
                 output = {
                     "response": response,
                     "notices": [m.model_dump(mode="json") for m in notices],
                 }
-                await batch.send_all(
-                    [
-                        *(transcript.append_stmt(spec, None, m) for m in [*notices, assistant]),
-                        *calls.insert_requested_stmts(
-                            sid, spec["run_seq"], turn, [dict(c) for c in ledger_calls]
-                        ),
-                        transcript.record_usage_stmt(spec, turn, model, usage, output),
-                        sessions.add_usage_stmt(sid, usage),
-                    ]
-                )
+                await batch.send_all(rest(notices, output))
                 return output
 
         return await calls.retry_transient("record turn", write)
