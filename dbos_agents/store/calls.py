@@ -184,8 +184,9 @@ class Attempt:
     _record: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
     async def record(self, result: dict[str, Any]) -> dict[str, Any]:
-        """Commit the result row (retrying while the database is away); returns the
-        recorded result, which is an earlier writer's if one got there first."""
+        """Commit the result row (retrying while the database is away) and release the
+        call's lock; returns the recorded result, which is an earlier writer's if one got
+        there first."""
         return await self._record(result)
 
 
@@ -226,6 +227,8 @@ SELECT coalesce((SELECT result FROM u), (SELECT result FROM {S}.tool_calls
 """
 """One round trip: the first result recorded wins, and is returned."""
 
+_UNLOCK = "SELECT pg_advisory_unlock(:k)"
+
 
 @asynccontextmanager
 async def attempt(
@@ -236,7 +239,8 @@ async def attempt(
     so a retried dispatch mark of the same execution is not mistaken for an earlier one.
 
     The connection runs in autocommit on the driver (``pg``): each write commits as its one
-    statement returns, so the whole attempt costs three round trips (mark, record, unlock)."""
+    statement returns, so the whole attempt costs two round trips (mark; record with the
+    unlock pipelined after it)."""
     key = lock_key(session_id, tool_call_id)
     conn: AsyncConnection | None = None
     raw: pg.Driver | None = None
@@ -290,19 +294,24 @@ async def attempt(
                         locked = True
                     else:
                         await wait_for_lock(c)
-                ((stored,),) = await pg.fetch(
-                    c,
-                    (
-                        _RECORD,
-                        {
-                            "st": "completed" if result["ok"] else "failed",
-                            "res": storable.dumps(result),
-                            "kind": err.get("kind"),
-                            "s": session_id,
-                            "id": tool_call_id,
-                        },
-                    ),
+                record_stmt: pg.Stmt = (
+                    _RECORD,
+                    {
+                        "st": "completed" if result["ok"] else "failed",
+                        "res": storable.dumps(result),
+                        "kind": err.get("kind"),
+                        "s": session_id,
+                        "id": tool_call_id,
+                    },
                 )
+                if locked:  # unlock in the same round trip, once the result is committed
+                    _, rows, _, _ = await pg.fetch_all(
+                        c, [("BEGIN", {}), record_stmt, ("COMMIT", {}), (_UNLOCK, {"k": key})]
+                    )
+                    locked = False
+                else:
+                    rows = await pg.fetch(c, record_stmt)
+                ((stored,),) = rows
             except Exception:
                 healthy = False  # reconnect (and re-lock) before the next try
                 raise
@@ -328,7 +337,7 @@ async def _release(conn: AsyncConnection | None, raw: pg.Driver | None, key: int
         return
     try:
         if key is not None and not (raw.broken or raw.closed):
-            await pg.fetch(raw, ("SELECT pg_advisory_unlock(:k)", {"k": key}))
+            await pg.fetch(raw, (_UNLOCK, {"k": key}))
     except Exception:
         with contextlib.suppress(Exception):
             await conn.invalidate()

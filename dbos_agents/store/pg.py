@@ -82,6 +82,19 @@ async def fetch(pg: Driver, stmt: Stmt) -> list[Any]:
         return await cur.fetchall() if cur.description is not None else []
 
 
+async def fetch_all(pg: Driver, stmts: Sequence[Stmt]) -> list[list[Any]]:
+    """Several statements in one round trip (pipelined); the rows of each. In autocommit
+    they share one implicit transaction, so a statement that must commit before the
+    next runs is wrapped in its own ``BEGIN`` / ``COMMIT``."""
+    cursors = []
+    async with pg.pipeline():
+        for sql, params in stmts:
+            cur = pg.cursor(row_factory=namedtuple_row)
+            await cur.execute(psycopg_sql(sql), params)
+            cursors.append(cur)
+    return [await c.fetchall() if c.description is not None else [] for c in cursors]
+
+
 async def script(engine: AsyncEngine, stmts: Sequence[Stmt]) -> None:
     """Run writes as one script: bound on the client (psycopg's quoting), sent as one
     multi-statement query, which Postgres runs as one implicit transaction: all or
