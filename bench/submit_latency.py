@@ -40,7 +40,8 @@ because each handle polls through its own thread hop and would itself load the 2
 
 DBOS wakes ``recv`` with LISTEN/NOTIFY (a trigger on the notifications table; the
 worker's listener thread sets the waiter's event), so ``queue_polling_interval_sec``
-(0.02 here) affects only how fast a *start* is dequeued, never a resume.
+(the default here: starts are claimed on notification, see runtime/starts.py) affects only
+how fast a *start* is dequeued, never a resume.
 
     python bench/submit_latency.py [--database-url URL] [--sequential 1000]
         [--concurrent 1000] [--start-wave 100] [--raw 200] [--handle-samples 5] [--quick]
@@ -569,7 +570,6 @@ async def run(
     settings = Settings(
         database_url=url,
         executor_id="bench-submit",
-        queue_polling_interval_sec=0.02,
         log_level="ERROR",
         worker_concurrency=None,
     )

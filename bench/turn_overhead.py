@@ -3,7 +3,8 @@
 One "turn" is one model step plus one side-effecting tool call (ScriptedModel, no network).
 The floor is a raw DBOS async workflow doing two async steps per iteration. Both loop K
 times inside one workflow, so start/queue latency is amortized and the per-turn cost is
-what is compared.
+what is compared. The worker runs with default settings (a 0.2 s queue poll as the
+safety net; starts are claimed on notification), as users run it.
 
     python bench/turn_overhead.py [--database-url URL] [--turns 20] [--sessions 10] [--json]
 
@@ -105,7 +106,7 @@ def p90(xs: list[float]) -> float:
 async def run(url: str, sessions: int) -> dict[str, list[float]]:
     """Per-session ms per turn of each path, keyed by path label (RAW, MIX, OURS)."""
     settings = Settings(
-        database_url=url, executor_id="bench", queue_polling_interval_sec=0.02, log_level="ERROR"
+        database_url=url, executor_id="bench", log_level="ERROR"
     )
     rt = AgentRuntime(
         [Agent("bench", tools=[charge], max_turns=TURNS + 1)],

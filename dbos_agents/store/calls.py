@@ -304,13 +304,13 @@ async def attempt(
                         "id": tool_call_id,
                     },
                 )
-                if locked:  # unlock in the same round trip, once the result is committed
-                    _, rows, _, _ = await pg.fetch_all(
-                        c, [("BEGIN", {}), record_stmt, ("COMMIT", {}), (_UNLOCK, {"k": key})]
-                    )
-                    locked = False
-                else:
-                    rows = await pg.fetch(c, record_stmt)
+                # Its own transaction, committed before the unlock (same round trip); no
+                # flush wait: the step's DBOS checkpoint commits synchronously right after.
+                unlock = [(_UNLOCK, {"k": key})] if locked else []
+                _, _, rows, *_ = await pg.fetch_all(
+                    c, [("BEGIN", {}), pg.NO_FLUSH_WAIT, record_stmt, ("COMMIT", {}), *unlock]
+                )
+                locked = False
                 ((stored,),) = rows
             except Exception:
                 healthy = False  # reconnect (and re-lock) before the next try
