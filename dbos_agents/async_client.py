@@ -39,6 +39,7 @@ from .records import (
 )
 from .scoped import ScopedClient
 from .settings import Settings
+from .store.db import ping
 from .store.events import BATCH
 from .store.unavailable import translate
 
@@ -109,6 +110,10 @@ class AsyncAgentClient:
                 return fn(self._sync.engine, *args, **kwargs)
 
         return await _off_loop(call)
+
+    async def ping(self) -> None:
+        """Check that the database answers a query; raises ``DatabaseUnavailableError``."""
+        await self.offload(ping)
 
     async def start(
         self,

@@ -33,7 +33,7 @@ from .settings import Settings
 from .store import events as event_log
 from .store import queries, submit
 from .store import sessions as session_rows
-from .store.db import create_sync_engine, sqlalchemy_url
+from .store.db import create_sync_engine, ping, sqlalchemy_url
 from .store.migrate import prepare_database
 from .store.unavailable import translate, translated
 
@@ -74,6 +74,11 @@ class AgentClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @translated
+    def ping(self) -> None:
+        """Check that the database answers a query; raises ``DatabaseUnavailableError``."""
+        ping(self.engine)
 
     @translated
     def start(
