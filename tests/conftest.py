@@ -9,6 +9,9 @@ import pytest
 
 from dbos_agents.testing import create_fresh_database, drop_database, provision_test_database
 
+# No test calls a real model API by accident (dbos_agents.testing.guard); workers inherit it.
+pytest_plugins = ["dbos_agents.testing.pytest_plugin"]
+
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
