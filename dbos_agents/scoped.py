@@ -15,6 +15,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from . import storable
+from .delivery import Delivery
 from .errors import AccessDeniedError, SessionNotFoundError
 from .messages import JSONValue
 from .outcome import SessionInfo, SessionStatus
@@ -29,8 +30,7 @@ from .records import (
 )
 
 if TYPE_CHECKING:
-    from .client import AgentClient
-    from .delivery import Delivery
+    from .client import AgentClient  # client.py imports this module
 
 
 class ScopedClient:

@@ -51,7 +51,7 @@ def test_a_remote_endpoint_is_refused_before_anything_is_sent() -> None:
 
 
 def test_the_default_openai_endpoint_is_refused() -> None:
-    with pytest.raises(ModelError, match="api.openai.com.*real model requests are blocked"):
+    with pytest.raises(ModelError, match=r"api\.openai\.com.*real model requests are blocked"):
         ask(OpenAIModel("gpt-4.1-mini", api_key="sk-test"))
 
 
