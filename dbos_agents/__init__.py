@@ -1,7 +1,13 @@
-"""dbos-agents: LLM agents whose every step survives a crash, on DBOS and Postgres."""
+"""dbos-agents: LLM agents whose every step survives a crash, on DBOS and Postgres.
+
+Definitions (``Agent``, ``tool``, ``client_tool``, messages, results, errors) import without
+``dbos`` or ``sqlalchemy``; the clients, the runtime and ``Settings`` load on first use
+(``__getattr__`` below), so a module that only defines agents stays light.
+"""
+
+from typing import TYPE_CHECKING
 
 from .agent import Agent
-from .client import AgentClient
 from .client_tools import ClientTool, client_tool
 from .errors import (
     AccessDeniedError,
@@ -22,12 +28,35 @@ from .errors import (
 )
 from .messages import Message, ModelResponse, ToolCall, Usage
 from .outcome import RunOutcome, SessionInfo
-from .records import HistoryEntry, InterruptOutcome, PendingCall, SubmitOutcome, ToolCallRecord
+from .records import (
+    HistoryEntry,
+    InterruptOutcome,
+    PendingCall,
+    SessionEvents,
+    StatusEvent,
+    SubmitOutcome,
+    ToolCallRecord,
+)
 from .results import ToolError, ToolResult
-from .runtime import AgentRuntime, SessionHandle
-from .scoped import ScopedClient
-from .settings import Settings
 from .tools import Tool, ToolContext, tool
+
+if TYPE_CHECKING:
+    from .async_client import AsyncAgentClient, AsyncScopedClient
+    from .client import AgentClient
+    from .runtime import AgentRuntime, SessionHandle
+    from .scoped import ScopedClient
+    from .settings import Settings
+
+_LAZY = {
+    "AgentClient": "client",
+    "AgentRuntime": "runtime",
+    "AsyncAgentClient": "async_client",
+    "AsyncScopedClient": "async_client",
+    "ScopedClient": "scoped",
+    "SessionHandle": "runtime",
+    "Settings": "settings",
+}
+"""Exports that pull in dbos, sqlalchemy or pydantic-settings: loaded on first access."""
 
 __all__ = [
     # definitions
@@ -40,6 +69,8 @@ __all__ = [
     # runtime
     "AgentClient",
     "AgentRuntime",
+    "AsyncAgentClient",
+    "AsyncScopedClient",
     "ScopedClient",
     "SessionHandle",
     "Settings",
@@ -47,6 +78,8 @@ __all__ = [
     "HistoryEntry",
     "InterruptOutcome",
     "PendingCall",
+    "SessionEvents",
+    "StatusEvent",
     "SubmitOutcome",
     "Message",
     "ModelResponse",
@@ -74,3 +107,18 @@ __all__ = [
     "TransientModelError",
     "UnknownAgentError",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -8,10 +8,11 @@ from datetime import timedelta
 
 from .client_tools import DEFAULT_TIMEOUT, ClientTool
 from .errors import DefinitionError
+from .messages import JSONValue
 from .tools import Tool, check_name
 
 SUBAGENT_PREFIX = "subagent__"
-SUBAGENT_PARAMETERS: dict[str, object] = {
+SUBAGENT_PARAMETERS: dict[str, JSONValue] = {
     "type": "object",
     "properties": {"message": {"type": "string", "description": "The task for the sub-agent"}},
     "required": ["message"],
@@ -122,9 +123,9 @@ class Agent:
             own = self.tools[tool_name].approval_timeout
         return own or self.tool_timeout or DEFAULT_TIMEOUT
 
-    def tool_specs(self) -> list[tuple[str, str, dict[str, object]]]:
+    def tool_specs(self) -> list[tuple[str, str, dict[str, JSONValue]]]:
         """(name, description, JSON schema) of every tool the model may call."""
-        specs: list[tuple[str, str, dict[str, object]]] = [
+        specs: list[tuple[str, str, dict[str, JSONValue]]] = [
             (t.name, t.description, t.input_schema) for t in self.tools.values()
         ]
         specs += [(t.name, t.description, t.input_schema) for t in self.client_tools.values()]

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import functools
 from datetime import timedelta
-from typing import Any
 
 from pydantic import BaseModel
 
 from .errors import DefinitionError
+from .messages import JSONValue
 from .tools import check_name
 
 DEFAULT_TIMEOUT = timedelta(minutes=5)
@@ -49,16 +49,16 @@ class ClientTool:
         return f"ClientTool({self.name!r})"
 
     @functools.cached_property
-    def input_schema(self) -> dict[str, Any]:
+    def input_schema(self) -> dict[str, JSONValue]:
         """Built once: every model step sends it (read-only)."""
         return self.input.model_json_schema()
 
     @functools.cached_property
-    def output_schema(self) -> dict[str, Any]:
+    def output_schema(self) -> dict[str, JSONValue]:
         """Built once: every wait stores it (read-only)."""
         return self.output.model_json_schema()
 
-    def validate_arguments(self, arguments: dict[str, Any]) -> BaseModel:
+    def validate_arguments(self, arguments: dict[str, JSONValue]) -> BaseModel:
         return self.input.model_validate(arguments)
 
 

@@ -24,6 +24,7 @@ from .outcome import TERMINAL
 from .records import HistoryEntry
 from .settings import Settings
 from .testing.crash import CrashHarness, WorkerProcess
+from .testing.guard import block_real_models
 
 APP = "dbos_agents.examples.support_desk:runtime"
 
@@ -93,6 +94,7 @@ def demo(
 ) -> dict[str, Any]:
     """Run the demo, narrating on ``console``; returns a summary (``demo --json``)."""
     console = console or Console()
+    block_real_models()  # the demo never spends money by accident (its workers inherit it)
     data = Path(settings.data_dir)
     payments = data / "demo-payments.jsonl"
     payments.unlink(missing_ok=True)

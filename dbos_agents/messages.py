@@ -7,12 +7,12 @@ round-trips exactly, so a replayed step yields the same objects as the first run
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 Role = Literal["system", "user", "assistant", "tool"]
-JSONValue = Any
+JSONValue = JsonValue
 """A value that ``json.dumps`` accepts (dict, list, str, int, float, bool, None)."""
 
 
@@ -26,7 +26,7 @@ class ToolCall(BaseModel):
     name: str
     arguments: str = "{}"
 
-    def parsed_arguments(self) -> dict[str, Any]:
+    def parsed_arguments(self) -> dict[str, JSONValue]:
         """The arguments as a dict; raises ``ValueError`` when they are not a JSON object."""
         value = json.loads(self.arguments or "{}")
         if not isinstance(value, dict):

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from .delivery import WaitKind
 from .messages import JSONValue, Message
+from .outcome import SessionStatus
 
 SubmitStatus = Literal[
     "accepted", "already_completed", "unknown_tool_call", "late_answer_after_timeout"
@@ -81,3 +82,26 @@ class ToolCallRecord(BaseModel):
     attempts: int
     result: JSONValue = None
     error_kind: str | None = None
+
+
+class StatusEvent(BaseModel):
+    """Where a session's current run stands (the data of an SSE ``status`` event)."""
+
+    status: SessionStatus
+    run_seq: int
+    final_output: str | None
+    error: str | None
+
+
+class SessionEvents(BaseModel):
+    """One read of a session's event log (``AgentClient.events``): its status, then the
+    messages after a sequence number, read in that order, so a terminal status is never
+    seen before the messages of the run it ends."""
+
+    status: StatusEvent | None
+    """``None`` when there is no such session."""
+    messages: list[HistoryEntry]
+    """At most ``limit`` messages, oldest first: a full batch means more may follow."""
+    token_generation: int | None = None
+    """The generation a session token must carry (the HTTP server ends streams whose token
+    was revoked)."""

@@ -15,21 +15,22 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from . import storable
+from .delivery import Delivery
 from .errors import AccessDeniedError, SessionNotFoundError
-from .outcome import SessionInfo
+from .messages import JSONValue
+from .outcome import SessionInfo, SessionStatus
 from .records import (
     HistoryEntry,
     InterruptOutcome,
     PendingCall,
     PendingKind,
+    SessionEvents,
     SubmitOutcome,
     ToolCallRecord,
 )
-from .store import queries
 
 if TYPE_CHECKING:
-    from .client import AgentClient
-    from .delivery import Delivery
+    from .client import AgentClient  # client.py imports this module
 
 
 class ScopedClient:
@@ -54,9 +55,7 @@ class ScopedClient:
     def _own(self, session_id: str) -> SessionInfo:
         """The session, if it is this identity's; sub-agent sessions carry their root's
         user and tenant, so the same check covers them."""
-        info = queries.get_session(self._client.engine, storable.check_id(session_id, "session_id"))
-        if info is None:
-            raise SessionNotFoundError(session_id)
+        info = self._client.session(session_id)
         if info.user_id != self._user_id or (
             self._tenant_id is not None and info.tenant_id != self._tenant_id
         ):
@@ -80,6 +79,22 @@ class ScopedClient:
 
     def session(self, session_id: str) -> SessionInfo:
         return self._own(session_id)
+
+    def sessions(
+        self, *, agent: str | None = None, status: SessionStatus | None = None, limit: int = 20
+    ) -> list[SessionInfo]:
+        """This identity's sessions, newest first."""
+        return self._client.sessions(
+            agent=agent,
+            status=status,
+            user_id=self._user_id,
+            tenant_id=self._tenant_id,
+            limit=limit,
+        )
+
+    def events(self, session_id: str, after_seq: int = 0) -> SessionEvents:
+        self._own(session_id)
+        return self._client.events(session_id, after_seq)
 
     def history(self, session_id: str) -> list[HistoryEntry]:
         self._own(session_id)
@@ -114,7 +129,7 @@ class ScopedClient:
         session_id: str,
         tool_call_id: str,
         *,
-        result: object = None,
+        result: JSONValue = None,
         error: str | None = None,
     ) -> SubmitOutcome:
         self._own(session_id)

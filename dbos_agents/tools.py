@@ -15,9 +15,10 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar, overload
+from typing import Any, Generic, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+from typing_extensions import ParamSpec, TypeVar
 
 from .errors import DefinitionError
 from .messages import JSONValue
@@ -25,7 +26,11 @@ from .messages import JSONValue
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 RESERVED_PREFIXES = ("subagent__", "client__")
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
+P = ParamSpec("P", default=...)
+R = TypeVar("R", covariant=True, default=object)
+"""A tool keeps its function's signature (``Tool[[str], Awaitable[Order]]``), so calling the
+tool directly in a unit test is typed; a bare ``Tool`` accepts any tool."""
 
 
 @dataclass(frozen=True)
@@ -122,12 +127,12 @@ def _parse_signature(fn: Callable[..., Any], tool_name: str, problems: list[str]
     return _Signature(takes_ctx, args_model, output, tuple(fields))
 
 
-class Tool:
+class Tool(Generic[P, R]):
     """A server tool. Build it with ``@tool``; call ``.verify`` to add a verify hook."""
 
     def __init__(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[P, R],
         *,
         name: str | None = None,
         description: str | None = None,
@@ -158,22 +163,22 @@ class Tool:
         self.requires_approval = requires_approval
         self.approval_timeout = approval_timeout
         self._sig = sig
-        self.verify_fn: Callable[..., Any] | None = None
+        self.verify_fn: Callable[..., object] | None = None
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, safe_to_retry={self.safe_to_retry})"
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the undecorated function, so tools stay unit-testable."""
         return self.fn(*args, **kwargs)
 
     @functools.cached_property
-    def input_schema(self) -> dict[str, Any]:
+    def input_schema(self) -> dict[str, JSONValue]:
         """The arguments' JSON schema, built once: every model step sends it (read-only)."""
         return self._sig.args_model.model_json_schema()
 
     @property
-    def output_schema(self) -> dict[str, Any] | None:
+    def output_schema(self) -> dict[str, JSONValue] | None:
         return None if self._sig.output is None else self._sig.output.json_schema()
 
     def verify(self, fn: F) -> F:
@@ -196,7 +201,7 @@ class Tool:
         self.verify_fn = fn
         return fn
 
-    def validate_arguments(self, arguments: dict[str, Any]) -> BaseModel:
+    def validate_arguments(self, arguments: dict[str, JSONValue]) -> BaseModel:
         """Validate model-supplied arguments; raises ``pydantic.ValidationError``."""
         return self._sig.args_model.model_validate(arguments)
 
@@ -215,7 +220,8 @@ class Tool:
         """Validate against the return annotation, then dump to JSON: a handler that
         returns the wrong shape is a tool error, not a surprise for the model."""
         out = self._sig.output or TypeAdapter(Any)
-        return out.dump_python(out.validate_python(value), mode="json")
+        dumped: JSONValue = out.dump_python(out.validate_python(value), mode="json")
+        return dumped
 
 
 def _takes_ctx(fn: Callable[..., Any]) -> bool:
@@ -238,7 +244,7 @@ async def _call(fn: Callable[..., Any], takes_ctx: bool, ctx: ToolContext, args:
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
 
 
 @overload
@@ -249,11 +255,11 @@ def tool(
     safe_to_retry: bool = False,
     requires_approval: bool = False,
     approval_timeout: timedelta | None = None,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
 def tool(
-    fn: Callable[..., Any] | None = None,
+    fn: Callable[..., object] | None = None,
     /,
     *,
     name: str | None = None,
@@ -261,13 +267,13 @@ def tool(
     safe_to_retry: bool = False,
     requires_approval: bool = False,
     approval_timeout: timedelta | None = None,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+) -> Tool[..., object] | Callable[[Callable[..., object]], Tool[..., object]]:
     """Declare a server tool. Side-effecting (at most once per call) unless ``safe_to_retry``.
 
     With ``requires_approval=True`` each call waits durably for ``AgentClient.submit_approval``
     (up to ``approval_timeout``, else the agent's ``tool_timeout``, else 5 minutes)."""
 
-    def decorate(f: Callable[..., Any]) -> Tool:
+    def decorate(f: Callable[..., object]) -> Tool[..., object]:
         return Tool(
             f,
             name=name,

@@ -9,6 +9,9 @@ import pytest
 
 from dbos_agents.testing import create_fresh_database, drop_database, provision_test_database
 
+# No test calls a real model API by accident (dbos_agents.testing.guard); workers inherit it.
+pytest_plugins = ["dbos_agents.testing.pytest_plugin"]
+
 
 def _say(config: pytest.Config, line: str) -> None:
     """One line on the terminal even while output is captured (CI logs show the source)."""

@@ -1,8 +1,8 @@
 """``follow``: a session's messages as they are written, until its run ends or Ctrl-C.
 
-The event source is the HTTP API's (``dbos_agents.server.events.read_since``): the session's
-status, then its messages after a sequence number, read in that order, so a terminal status
-is never seen before the messages of the run it ends. Waits on a client tool or approval
+The event source is the HTTP API's (``AgentClient.events``): the session's status, then its
+messages after a sequence number, read in that order, so a terminal status is never seen
+before the messages of the run it ends. Waits on a client tool or approval
 of the session's tree are announced once each, with the command that answers them.
 """
 
@@ -16,6 +16,7 @@ from rich.text import Text
 from ..client import AgentClient
 from ..errors import SessionNotFoundError
 from ..outcome import TERMINAL
+from ..store.events import BATCH
 from . import render
 from .base import EXIT_CODES, emit, err, out
 
@@ -37,8 +38,6 @@ def follow(
 ) -> str:
     """Print messages with ``seq > after`` as they come; return the status the run ended in.
     With ``as_json``: JSON lines ``{"event": "message"|"waiting"|"status", ...}``."""
-    from ..server.events import BATCH, read_since
-
     root = client.session(session_id).root_session_id
     announced: set[str] = set()
     last, next_check, run = after, 0.0, -1
@@ -46,7 +45,7 @@ def follow(
     with (err if as_json else out).status("", spinner="dots") as spinner:
         try:
             while True:
-                snap = read_since(client.engine, session_id, last)
+                snap = client.events(session_id, last)
                 for m in snap.messages:
                     if as_json:
                         emit({"event": "message", **m.model_dump(mode="json")})
@@ -55,7 +54,7 @@ def follow(
                             out.print(render.run_header(m.run_seq))
                         out.print(render.message(m, full=full))
                     last, run = m.seq, m.run_seq
-                if len(snap.messages) == BATCH:
+                if len(snap.messages) == BATCH:  # a full batch: more to catch up on
                     continue
                 st = snap.status
                 if st is None:

@@ -109,11 +109,8 @@ def list_sessions(
     as_json: bool = AsJson,
 ) -> None:
     """List sessions, newest first (sub-agent sessions included)."""
-    from ..store.sessions import list_recent
-
     with open_client(database_url) as client:
-        rows = list_recent(
-            client.engine,
+        rows = client.sessions(
             agent=agent,
             status=status.value if status is not None else None,
             user_id=user_id,

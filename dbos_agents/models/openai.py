@@ -7,6 +7,8 @@
   which retries ``TransientModelError`` (429, 408, 409, 5xx, timeouts, connection failures)
   with backoff; every other provider failure is a ``ModelError``, and so is a 429 whose code
   is ``insufficient_quota`` (an exhausted billing quota does not come back by waiting).
+- Under the test guard (``dbos_agents.testing.guard``: our tests and the demo) a request to
+  an endpoint not on this machine raises ``ModelError`` before anything is sent.
 - Cost comes from ``prices`` or from ``PRICES``, a small table of approximate list prices;
   a model in neither costs ``0.0``.
 
@@ -35,6 +37,7 @@ from openai.types.chat import (
 
 from ..errors import ConfigurationError, ModelError, TransientModelError
 from ..messages import Message, ModelResponse, ToolCall, Usage
+from ..testing.guard import check_model_endpoint
 from .base import ModelRequest, ToolSpec
 
 __all__ = ["PRICES", "SETTINGS", "OpenAIModel", "Price"]
@@ -142,6 +145,7 @@ class OpenAIModel:
         return self._base_url
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        check_model_endpoint(self._base_url, self._model)  # tests and the demo: local only
         client = self._client()
         tools = [_tool(t) for t in request.tools]
         settings = {k: request.settings[k] for k in SETTINGS if request.settings.get(k) is not None}

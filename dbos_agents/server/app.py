@@ -1,4 +1,4 @@
-"""``create_app(settings) -> FastAPI`` and ``serve``: the HTTP API over ``AgentClient``."""
+"""``create_app(settings) -> FastAPI`` and ``serve``: the HTTP API over ``AsyncAgentClient``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Response
 from starlette.concurrency import run_in_threadpool
 
+from ..async_client import AsyncAgentClient
 from ..client import AgentClient
 from ..errors import ConfigurationError
 from ..runtime._dbos_compat import system_schema
@@ -32,14 +33,14 @@ def create_app(
     settings: ServerSettings,
     *,
     authenticate: Authenticate | None = None,
-    client: AgentClient | None = None,
+    client: AgentClient | AsyncAgentClient | None = None,
     clock: Clock = time.time,
 ) -> FastAPI:
     """The HTTP API. Refuses (``ConfigurationError``) to build an app with neither an
     ``authenticate`` hook nor ``allow_unauthenticated=True`` (see ``dbos_agents.server.auth``).
 
-    ``client`` is used as given (and not closed); otherwise one is made at startup from
-    ``settings.database_url`` and closed at shutdown. ``clock`` dates token expiry.
+    ``client`` (sync or async) is used as given (and not closed); otherwise one is made at
+    startup from ``settings.database_url`` and closed at shutdown. ``clock`` dates token expiry.
     """
     if authenticate is None and settings.authenticate:
         authenticate = load_authenticate(settings.authenticate)
@@ -80,12 +81,12 @@ def create_app(
         tokens=tokens,
         authenticate=authenticate,
         metrics=Metrics(),
-        client=client,
+        client=AsyncAgentClient(client) if isinstance(client, AgentClient) else client,
     )
 
     def pending_summary() -> tuple[int, float] | None:
         c = ctx.client
-        return None if c is None else open_summary(c.engine, system_schema(c.dbos))
+        return None if c is None else open_summary(c.sync.engine, system_schema(c.sync.dbos))
 
     ctx.metrics.watch_pending(pending_summary)
 
@@ -94,13 +95,13 @@ def create_app(
         if ctx.client is None:
             url = settings.database_url
             assert url is not None
-            ctx.client = await run_in_threadpool(AgentClient, url)
+            ctx.client = await AsyncAgentClient.connect(url)
             ctx.owns_client = True
         try:
             yield
         finally:
             if ctx.owns_client and ctx.client is not None:
-                ctx.client.close()
+                await ctx.client.aclose()
                 ctx.client = None
 
     app = FastAPI(

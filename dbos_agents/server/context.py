@@ -1,4 +1,4 @@
-"""What the routes share: settings, the ``AgentClient``, tokens, the hook, metrics."""
+"""What the routes share: settings, the ``AsyncAgentClient``, tokens, the hook, metrics."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import hmac
 from dataclasses import dataclass, field
 
 from fastapi import HTTPException, Request
-from starlette.concurrency import run_in_threadpool
 
-from ..client import AgentClient
+from ..async_client import AsyncAgentClient
 from .auth import (
     Access,
     Authenticate,
@@ -30,10 +29,10 @@ class ServerContext:
     tokens: SessionTokens | None
     authenticate: Authenticate | None
     metrics: Metrics
-    client: AgentClient | None = None
+    client: AsyncAgentClient | None = None
     owns_client: bool = field(default=False)
 
-    def agent_client(self) -> AgentClient:
+    def agent_client(self) -> AsyncAgentClient:
         if self.client is None:  # only before startup or after shutdown
             raise HTTPException(503, "the server is not started")
         return self.client
@@ -62,7 +61,7 @@ class ServerContext:
             raise unauthorized(str(exc)) from None
         if not hmac.compare_digest(token.session_id.encode(), session_id.encode()):
             raise HTTPException(403, "this token is for another session")
-        current = await run_in_threadpool(self.agent_client().token_generation, session_id)
+        current = await self.agent_client().token_generation(session_id)
         if token.generation != current:
             raise unauthorized("token revoked")
         return Access(via="token", token=token)
@@ -70,7 +69,7 @@ class ServerContext:
     async def _check_owner(self, principal: Principal, session_id: str) -> None:
         if principal.tenant_id is None and principal.user_id is None:
             return
-        info = await run_in_threadpool(self.agent_client().session, session_id)
+        info = await self.agent_client().session(session_id)
         for mine, theirs in (
             (principal.tenant_id, info.tenant_id),
             (principal.user_id, info.user_id),

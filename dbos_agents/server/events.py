@@ -26,48 +26,14 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import anyio
-import sqlalchemy as sa
-from starlette.concurrency import run_in_threadpool
 
+from ..async_client import AsyncAgentClient
+from ..errors import DatabaseUnavailableError
 from ..outcome import TERMINAL
 from ..records import HistoryEntry
-from ..store.schema import SCHEMA
-from .schemas import StatusEvent
+from ..store.events import BATCH
 
-S = SCHEMA
 log = logging.getLogger("dbos_agents.server")
-BATCH = 500
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    status: StatusEvent | None
-    messages: list[HistoryEntry]
-    token_generation: int | None = None
-
-
-def read_since(engine: sa.Engine, session_id: str, after_seq: int) -> Snapshot:
-    """The session's status, then its messages after ``after_seq``: read in that order, so
-    a terminal status is never reported before the messages of the run it ends."""
-    with engine.connect() as conn:
-        row = conn.execute(
-            sa.text(
-                f"SELECT status, run_seq, final_output, error, token_generation"
-                f" FROM {S}.sessions WHERE id = :s"
-            ),
-            {"s": session_id},
-        ).first()
-        rows = conn.execute(
-            sa.text(
-                f"SELECT seq, run_seq, role, content, tool_calls, tool_call_id, name, created_at"
-                f" FROM {S}.messages WHERE session_id = :s AND seq > :n ORDER BY seq LIMIT :lim"
-            ),
-            {"s": session_id, "n": after_seq, "lim": BATCH},
-        ).all()
-    fields = row._asdict() if row is not None else None
-    generation = fields.pop("token_generation") if fields is not None else None
-    status = StatusEvent.model_validate(fields) if fields is not None else None
-    return Snapshot(status, [HistoryEntry.model_validate(r._asdict()) for r in rows], generation)
 
 
 def format_event(event: str, data: str, event_id: int | None = None) -> str:
@@ -90,7 +56,7 @@ class StreamOptions:
 
 
 async def stream_events(
-    engine: sa.Engine,
+    client: AsyncAgentClient,
     session_id: str,
     offset: int,
     *,
@@ -109,8 +75,8 @@ async def stream_events(
     started = last_sent = time.monotonic()
     while True:
         try:
-            snap = await run_in_threadpool(read_since, engine, session_id, last_seq)
-        except sa.exc.OperationalError as exc:
+            snap = await client.events(session_id, last_seq)
+        except DatabaseUnavailableError as exc:
             # The response has started: close it; the client resumes with Last-Event-ID.
             log.warning("event stream lost the database", extra={"error": str(exc)})
             return

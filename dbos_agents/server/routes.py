@@ -1,19 +1,17 @@
-"""Thin routes over ``AgentClient``; errors are mapped in one place (``errors.py``)."""
+"""Thin routes over ``AsyncAgentClient`` (they await it; no route hops threads itself);
+errors are mapped in one place (``errors.py``)."""
 
 from __future__ import annotations
 
 import time
 from typing import Annotated
 
-import sqlalchemy as sa
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response, status
 from fastapi.responses import JSONResponse, StreamingResponse
-from starlette.concurrency import run_in_threadpool
 
-from ..client import AgentClient
+from ..async_client import AsyncAgentClient, AsyncScopedClient
 from ..errors import DbosAgentsError, InvalidRequestError, UnknownAgentError
 from ..records import SubmitOutcome
-from ..scoped import ScopedClient
 from .auth import Access, Operation, TokenError, unauthorized
 from .context import ServerContext
 from .errors import ERROR_RESPONSES
@@ -83,9 +81,7 @@ async def create_session(request: Request, body: CreateSession) -> SessionToken:
         user_id = p.user_id or body.user_id
         tenant_id = p.tenant_id or body.tenant_id
     client = ctx.agent_client()
-    sid = await run_in_threadpool(
-        client.start, body.agent, body.message, user_id=user_id, tenant_id=tenant_id
-    )
+    sid = await client.start(body.agent, body.message, user_id=user_id, tenant_id=tenant_id)
     if ctx.tokens is None:
         return SessionToken(session_id=sid, token=None, expires_at=None)
     issued = ctx.tokens.issue(sid)
@@ -102,7 +98,7 @@ async def create_session(request: Request, body: CreateSession) -> SessionToken:
 async def send_message(request: Request, session_id: str, body: SendMessage) -> MessageAccepted:
     """Continue a session whose run has ended (409 while a run is going)."""
     ctx, access = await _authorize(request, "send_message", session_id)
-    await run_in_threadpool(_acting(ctx, access).send, session_id, body.message)
+    await _acting(ctx, access).send(session_id, body.message)
     return MessageAccepted(session_id=session_id)
 
 
@@ -116,8 +112,8 @@ async def get_session(request: Request, session_id: str) -> SessionView:
     """The session's status, usage and transcript."""
     ctx, access = await _authorize(request, "read_session", session_id)
     client = _acting(ctx, access)
-    info = await run_in_threadpool(client.session, session_id)
-    history = await run_in_threadpool(client.history, session_id)
+    info = await client.session(session_id)
+    history = await client.history(session_id)
     return SessionView(session=info, history=history)
 
 
@@ -130,7 +126,7 @@ async def get_session(request: Request, session_id: str) -> SessionView:
 async def get_pending(request: Request, session_id: str) -> PendingList:
     """Open client-tool calls and approvals of this (root) session and its sub-agents."""
     ctx, access = await _authorize(request, "read_pending", session_id)
-    rows = await run_in_threadpool(_acting(ctx, access).pending, session_id=session_id)
+    rows = await _acting(ctx, access).pending(session_id=session_id)
     return PendingList(pending=rows)
 
 
@@ -166,9 +162,7 @@ async def submit_tool_result(
         delivery = body.delivery(decided_by=who)
     client = _acting(ctx, access)
     try:
-        outcome: SubmitOutcome = await run_in_threadpool(
-            client.deliver, session_id, body.tool_call_id, delivery
-        )
+        outcome: SubmitOutcome = await client.deliver(session_id, body.tool_call_id, delivery)
     except DbosAgentsError as exc:
         ctx.metrics.submits.labels(body.kind, exc.code).inc()
         raise
@@ -191,7 +185,7 @@ async def submit_tool_result(
 async def interrupt(request: Request, session_id: str) -> InterruptResult:
     """Stop the session tree now; its open waits are cancelled. A new message continues it."""
     ctx, access = await _authorize(request, "interrupt", session_id)
-    out = await run_in_threadpool(_acting(ctx, access).interrupt, session_id)
+    out = await _acting(ctx, access).interrupt(session_id)
     return InterruptResult.model_validate(out.model_dump())
 
 
@@ -212,7 +206,7 @@ async def refresh_token(request: Request, session_id: str) -> SessionToken:
         born, generation = access.token.born, access.token.generation
     else:
         born = None
-        generation = await run_in_threadpool(ctx.agent_client().token_generation, session_id)
+        generation = await ctx.agent_client().token_generation(session_id)
     try:
         issued = ctx.tokens.issue(session_id, born=born, generation=generation)
     except TokenError as exc:
@@ -230,7 +224,7 @@ async def revoke_tokens(request: Request, session_id: str) -> TokensRevoked:
     """Invalidate every token issued for this session so far (a lost device, a logout
     everywhere); open event streams close. A new token then comes only from the hook."""
     ctx, _ = await _authorize(request, "revoke_tokens", session_id)
-    generation = await run_in_threadpool(ctx.agent_client().revoke_tokens, session_id)
+    generation = await ctx.agent_client().revoke_tokens(session_id)
     return TokensRevoked(session_id=session_id, token_generation=generation)
 
 
@@ -262,10 +256,10 @@ async def events(
         except ValueError:
             raise InvalidRequestError("Last-Event-ID must be a message seq (an integer)") from None
     # 404 (or 403 for another user's session) before the stream starts.
-    await run_in_threadpool(_acting(ctx, access).session, session_id)
+    await _acting(ctx, access).session(session_id)
     s = ctx.settings
     body = stream_events(
-        ctx.agent_client().engine,
+        ctx.agent_client(),
         session_id,
         offset,
         follow=follow,
@@ -283,7 +277,7 @@ async def events(
     )
 
 
-def _acting(ctx: ServerContext, access: Access) -> AgentClient | ScopedClient:
+def _acting(ctx: ServerContext, access: Access) -> AsyncAgentClient | AsyncScopedClient:
     """The client a request acts through: scoped to the signed-in user when the hook names
     one (another user's or tenant's session is then ``ACCESS_DENIED``); a session token is
     already bound to its one session, and a tenant-wide principal is checked by
@@ -292,11 +286,6 @@ def _acting(ctx: ServerContext, access: Access) -> AgentClient | ScopedClient:
     if p is not None and p.user_id is not None:
         return ctx.agent_client().for_identity(p.user_id, p.tenant_id)
     return ctx.agent_client()
-
-
-def _ping(engine: sa.Engine) -> None:
-    with engine.connect() as conn:
-        conn.execute(sa.text("SELECT 1"))
 
 
 @router.get(
@@ -309,7 +298,7 @@ async def healthz(request: Request, response: Response) -> Health:
     """200 when the database answers a query; no auth."""
     ctx = ctx_of(request)
     try:
-        await run_in_threadpool(_ping, ctx.agent_client().engine)
+        await ctx.agent_client().ping()
     except Exception as exc:
         response.status_code = 503
         return Health(status="unavailable", database=type(exc).__name__)

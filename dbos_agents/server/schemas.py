@@ -8,8 +8,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool
 
 from ..delivery import ApprovalDelivery, Delivery, ErrorDelivery, ResultDelivery
-from ..outcome import SessionInfo, SessionStatus
+from ..outcome import SessionInfo
 from ..records import HistoryEntry, PendingCall
+from ..records import StatusEvent as StatusEvent
 
 _Strict = ConfigDict(extra="forbid")
 
@@ -131,10 +132,3 @@ class Health(BaseModel):
     database: str
 
 
-class StatusEvent(BaseModel):
-    """Data of an SSE ``status`` event."""
-
-    status: SessionStatus
-    run_seq: int
-    final_output: str | None
-    error: str | None

@@ -103,3 +103,9 @@ def ensure_database(url: str, *, connect_timeout: float = 5.0) -> None:
         ) from exc
     finally:
         server.dispose()
+
+
+def ping(engine: sa.Engine) -> None:
+    """One ``SELECT 1``: raises the driver's error when the database does not answer."""
+    with engine.connect() as conn:
+        conn.execute(sa.text("SELECT 1"))

@@ -22,6 +22,7 @@ from dbos_agents import (
     SessionBusyError,
     SessionNotFoundError,
 )
+from dbos_agents.async_client import AsyncAgentClient
 from dbos_agents.server import ServerSettings, create_app
 
 from .conftest import LiveServer
@@ -34,6 +35,7 @@ class RaisingClient:
 
     def __init__(self) -> None:
         self.error: BaseException | None = None
+        self.database_url = "postgresql://postgres@127.0.0.1:1/none"
         self.engine = sa.create_engine(
             "postgresql+psycopg://postgres@127.0.0.1:1/none", connect_args={"connect_timeout": 1}
         )
@@ -55,7 +57,8 @@ def fake() -> RaisingClient:
 @pytest.fixture(scope="module")
 def server(fake: RaisingClient) -> Iterator[LiveServer]:
     settings = ServerSettings(allow_unauthenticated=True, agents=["chat"])  # no secret: open
-    live = LiveServer(create_app(settings, client=fake)).start()  # type: ignore[arg-type]
+    client = AsyncAgentClient(fake)  # type: ignore[arg-type]
+    live = LiveServer(create_app(settings, client=client)).start()
     yield live
     live.stop()
 

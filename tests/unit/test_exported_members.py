@@ -21,6 +21,8 @@ EXPECTED_ALL = {
     # runtime
     "AgentClient",
     "AgentRuntime",
+    "AsyncAgentClient",
+    "AsyncScopedClient",
     "ScopedClient",
     "SessionHandle",
     "Settings",
@@ -28,6 +30,8 @@ EXPECTED_ALL = {
     "HistoryEntry",
     "InterruptOutcome",
     "PendingCall",
+    "SessionEvents",
+    "StatusEvent",
     "SubmitOutcome",
     "Message",
     "ModelResponse",

@@ -16,9 +16,8 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
-from ...client import AgentClient
+from ...async_client import AsyncAgentClient
 from ...delivery import ApprovalDelivery, Delivery, ResultDelivery
 from ...errors import AccessDeniedError, DbosAgentsError, InvalidRequestError
 from ...outcome import SessionInfo
@@ -47,9 +46,9 @@ def _refused(request: Request, status: int, message: str) -> Response:
     return page(request, "message.html", {"title": "Refused", "message": message}, status)
 
 
-def _own(client: AgentClient, visitor: Visitor, session_id: str) -> SessionInfo:
+async def _own(client: AsyncAgentClient, visitor: Visitor, session_id: str) -> SessionInfo:
     """The session, if it is in the operator's tenant."""
-    info = client.session(session_id)
+    info = await client.session(session_id)
     if visitor.tenant_id is not None and info.tenant_id != visitor.tenant_id:
         raise AccessDeniedError(session_id)
     return info
@@ -162,12 +161,10 @@ async def _inbox_page(
 ) -> Response:
     ctx, sessions = _ctx(request)
     client = ctx.agent_client()
-    rows = await run_in_threadpool(
-        queries.list_open, client.engine, system_schema(client.dbos), tenant_id=visitor.tenant_id
+    rows = await client.offload(
+        queries.list_open, system_schema(client.sync.dbos), tenant_id=visitor.tenant_id
     )
-    settled = await run_in_threadpool(
-        queries.list_settled, client.engine, tenant_id=visitor.tenant_id
-    )
+    settled = await client.offload(queries.list_settled, tenant_id=visitor.tenant_id)
     shown = [r for r in rows if agent in ("", r.agent) and tool in ("", r.tool)]
     context: dict[str, Any] = {
         "operator": visitor.operator,
@@ -210,10 +207,10 @@ async def _answer(
     client = ctx.agent_client()
     kind = "approval" if isinstance(delivery, ApprovalDelivery) else "client-tool-result"
     try:
-        await run_in_threadpool(_own, client, visitor, session_id)
+        await _own(client, visitor, session_id)
         if isinstance(delivery, str):
             raise InvalidRequestError(delivery)
-        outcome = await run_in_threadpool(client.deliver, session_id, tool_call_id, delivery)
+        outcome = await client.deliver(session_id, tool_call_id, delivery)
     except AccessDeniedError as exc:
         return _refused(request, 403, str(exc))
     except DbosAgentsError as exc:
@@ -288,13 +285,13 @@ async def session_page(request: Request, session_id: str) -> Response:
     ctx, sessions = _ctx(request)
     client = ctx.agent_client()
     try:
-        info = await run_in_threadpool(_own, client, visitor, session_id)
+        info = await _own(client, visitor, session_id)
     except AccessDeniedError as exc:
         return _refused(request, 403, str(exc))
     except DbosAgentsError as exc:
         return _refused(request, 404, str(exc))
-    history = await run_in_threadpool(client.history, session_id)
-    calls = await run_in_threadpool(queries.list_session_calls, client.engine, info.root_session_id)
+    history = await client.history(session_id)
+    calls = await client.offload(queries.list_session_calls, info.root_session_id)
     if info.parent_session_id is not None:
         calls = [c for c in calls if c.owner_session_id == session_id]
     context = {

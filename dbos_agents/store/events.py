@@ -1,0 +1,45 @@
+"""A session's event log: its status, then its messages after a sequence number.
+
+The log is ``dbos_agents.messages`` ordered by ``seq``. ``AgentClient.events`` reads it for
+``dbos-agents follow`` and for the HTTP server's ``GET /sessions/{id}/events``; both poll.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ..records import HistoryEntry, SessionEvents, StatusEvent
+from .schema import SCHEMA as S
+
+BATCH = 500
+"""Messages per read, at most: a caller that got a full batch reads again before it
+reports a status."""
+
+
+def read_since(
+    engine: sa.Engine, session_id: str, after_seq: int, limit: int = BATCH
+) -> SessionEvents:
+    """The session's status, then its messages with ``seq > after_seq``: read in that
+    order, so a terminal status is never reported before the messages of the run it ends."""
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.text(
+                f"SELECT status, run_seq, final_output, error, token_generation"
+                f" FROM {S}.sessions WHERE id = :s"
+            ),
+            {"s": session_id},
+        ).first()
+        rows = conn.execute(
+            sa.text(
+                f"SELECT seq, run_seq, role, content, tool_calls, tool_call_id, name, created_at"
+                f" FROM {S}.messages WHERE session_id = :s AND seq > :n ORDER BY seq LIMIT :lim"
+            ),
+            {"s": session_id, "n": after_seq, "lim": limit},
+        ).all()
+    fields = row._asdict() if row is not None else None
+    generation = fields.pop("token_generation") if fields is not None else None
+    return SessionEvents(
+        status=StatusEvent.model_validate(fields) if fields is not None else None,
+        messages=[HistoryEntry.model_validate(r._asdict()) for r in rows],
+        token_generation=generation,
+    )
