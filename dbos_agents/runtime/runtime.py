@@ -44,7 +44,7 @@ class SessionHandle:
         session_id: str,
         workflow_id: str,
         engine: sa.Engine,
-        get_result: Callable[[str], Awaitable[Any]],
+        get_result: Callable[[str], Awaitable[object]],
     ) -> None:
         self.session_id = session_id
         self.workflow_id = workflow_id
@@ -228,7 +228,7 @@ class AgentRuntime:
     ) -> SessionHandle:
         engine, _ = self._require()
 
-        async def get_result(wf: str) -> Any:
+        async def get_result(wf: str) -> object:
             # Every run publishes its outcome as an event, which DBOS delivers by
             # notification (no polling), and hands it to waiters in its own process
             # directly; a persistent session's workflow also outlives the run. Fall back
