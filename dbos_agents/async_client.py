@@ -98,6 +98,10 @@ class AsyncAgentClient:
         """This client bound to one user (and tenant); see ``ScopedClient``."""
         return AsyncScopedClient(self._sync.for_identity(user_id, tenant_id))
 
+    def for_tenant(self, tenant_id: str) -> AsyncScopedClient:
+        """This client bound to one tenant; see ``ScopedClient``."""
+        return AsyncScopedClient(self._sync.for_tenant(tenant_id))
+
     async def offload(
         self, fn: Callable[Concatenate[sa.Engine, P], T], /, *args: P.args, **kwargs: P.kwargs
     ) -> T:
@@ -262,13 +266,14 @@ class AsyncAgentClient:
 
 
 class AsyncScopedClient:
-    """``ScopedClient`` for async code: one user's (and tenant's) sessions only."""
+    """``ScopedClient`` for async code: one user's (and tenant's), or one tenant's,
+    sessions only."""
 
     def __init__(self, client: ScopedClient) -> None:
         self._sync = client
 
     @property
-    def user_id(self) -> str:
+    def user_id(self) -> str | None:
         return self._sync.user_id
 
     @property

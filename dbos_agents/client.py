@@ -65,6 +65,10 @@ class AgentClient:
         Acting on another identity's session raises ``AccessDeniedError``."""
         return ScopedClient(self, user_id, tenant_id)
 
+    def for_tenant(self, tenant_id: str) -> ScopedClient:
+        """This client bound to one tenant, every user of it (an operator's scope)."""
+        return ScopedClient(self, None, tenant_id)
+
     def close(self) -> None:
         self.dbos.destroy()
         self.engine.dispose()

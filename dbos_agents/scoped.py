@@ -1,9 +1,10 @@
-"""``ScopedClient``: an ``AgentClient`` bound to one user (and tenant).
+"""``ScopedClient``: an ``AgentClient`` bound to one user (and tenant), or to one tenant.
 
 User-facing code (an API handler acting for a signed-in user) should hold one of these
 instead of the full client: every session it touches is checked to belong to its user and
 tenant (``AccessDeniedError`` otherwise, before anything is read or changed), sessions it
-starts are its own, and listings are filtered to it. There is no way to switch identity on
+starts are its own, and listings are filtered to it. A tenant scope
+(``AgentClient.for_tenant``: an operator's, say) covers every user of one tenant. There is no way to switch identity on
 it; ``AgentClient`` itself is the admin scope, for trusted scripts and the CLI. Raw SQL
 over agent tables goes through an application role instead (``store/roles.py``), where
 Postgres enforces the same rule.
@@ -34,15 +35,18 @@ if TYPE_CHECKING:
 
 
 class ScopedClient:
-    """The part of ``AgentClient`` one user may use (see the module doc)."""
+    """The part of ``AgentClient`` one user, or one tenant, may use (see the module doc)."""
 
-    def __init__(self, client: AgentClient, user_id: str, tenant_id: str | None) -> None:
+    def __init__(self, client: AgentClient, user_id: str | None, tenant_id: str | None) -> None:
+        if user_id is None and tenant_id is None:
+            raise ValueError("a scope names a user, a tenant or both")
         self._client = client
-        self._user_id = storable.check_id(user_id, "user_id")
+        self._user_id = storable.check_optional_id(user_id, "user_id")
         self._tenant_id = storable.check_optional_id(tenant_id, "tenant_id")
 
     @property
-    def user_id(self) -> str:
+    def user_id(self) -> str | None:
+        """The scope's user; ``None`` in a tenant scope (every user of the tenant)."""
         return self._user_id
 
     @property
@@ -56,7 +60,7 @@ class ScopedClient:
         """The session, if it is this identity's; sub-agent sessions carry their root's
         user and tenant, so the same check covers them."""
         info = self._client.session(session_id)
-        if info.user_id != self._user_id or (
+        if (self._user_id is not None and info.user_id != self._user_id) or (
             self._tenant_id is not None and info.tenant_id != self._tenant_id
         ):
             raise AccessDeniedError(session_id)

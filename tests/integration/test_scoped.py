@@ -51,3 +51,27 @@ async def test_a_scoped_client_acts_only_on_its_own_sessions(
     )
     assert out.status == "accepted"
     await asyncio.to_thread(client.interrupt, other)
+
+
+async def test_a_tenant_scope_covers_every_user_of_its_tenant_only(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    """``for_tenant`` (an operator's scope): any user's session of the tenant, never
+    another tenant's; listings filtered to the tenant."""
+    acme, other = client.for_tenant("acme-ts"), client.for_tenant("globex-ts")
+    mine = await asyncio.to_thread(client.for_identity("u1-ts", "acme-ts").start, "asker", "a")
+    theirs = await asyncio.to_thread(client.for_identity("u2-ts", "globex-ts").start, "asker", "b")
+    (p,) = await _pending(client, mine)
+    (q,) = await _pending(client, theirs)
+    assert acme.user_id is None and acme.tenant_id == "acme-ts"
+    assert (await asyncio.to_thread(acme.session, mine)).user_id == "u1-ts"
+    assert {w.root_session_id for w in await asyncio.to_thread(acme.pending)} == {mine}
+    assert {s.id for s in await asyncio.to_thread(acme.sessions)} == {mine}
+    with pytest.raises(AccessDeniedError):
+        await asyncio.to_thread(acme.submit_tool_result, theirs, q.tool_call_id, result={"ok": 1})
+    assert (await asyncio.to_thread(client.pending, session_id=theirs))[0].status == "waiting"
+    with pytest.raises(ValueError):
+        ScopedClient(client, None, None)
+    ok = await asyncio.to_thread(acme.submit_tool_result, mine, p.tool_call_id, result={"ok": True})
+    assert ok.status == "accepted"
+    await asyncio.to_thread(other.interrupt, theirs)

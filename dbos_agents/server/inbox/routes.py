@@ -17,10 +17,9 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import Response
 
-from ...async_client import AsyncAgentClient
+from ...async_client import AsyncAgentClient, AsyncScopedClient
 from ...delivery import ApprovalDelivery, Delivery, ResultDelivery
 from ...errors import AccessDeniedError, DbosAgentsError, InvalidRequestError
-from ...outcome import SessionInfo
 from ...runtime._dbos_compat import system_schema
 from ..auth import call_hook
 from ..context import ServerContext
@@ -46,12 +45,11 @@ def _refused(request: Request, status: int, message: str) -> Response:
     return page(request, "message.html", {"title": "Refused", "message": message}, status)
 
 
-async def _own(client: AsyncAgentClient, visitor: Visitor, session_id: str) -> SessionInfo:
-    """The session, if it is in the operator's tenant."""
-    info = await client.session(session_id)
-    if visitor.tenant_id is not None and info.tenant_id != visitor.tenant_id:
-        raise AccessDeniedError(session_id)
-    return info
+def _scope(client: AsyncAgentClient, visitor: Visitor) -> AsyncAgentClient | AsyncScopedClient:
+    """What the operator may act through: the tenant's scope (another tenant's session
+    raises ``AccessDeniedError`` before anything is read or sent), or, for an operator of
+    every tenant, the client itself."""
+    return client if visitor.tenant_id is None else client.for_tenant(visitor.tenant_id)
 
 
 # --- sign-in -------------------------------------------------------------------------------
@@ -204,13 +202,13 @@ async def _answer(
         return _refused(request, 403, "Not signed in.")
     if not sessions.csrf_ok(visitor, csrf):
         return _refused(request, 403, "CSRF check failed; reload the inbox and try again.")
-    client = ctx.agent_client()
+    scope = _scope(ctx.agent_client(), visitor)
     kind = "approval" if isinstance(delivery, ApprovalDelivery) else "client-tool-result"
     try:
-        await _own(client, visitor, session_id)
+        await scope.session(session_id)  # the tenant check, before the form's own errors
         if isinstance(delivery, str):
             raise InvalidRequestError(delivery)
-        outcome = await client.deliver(session_id, tool_call_id, delivery)
+        outcome = await scope.deliver(session_id, tool_call_id, delivery)
     except AccessDeniedError as exc:
         return _refused(request, 403, str(exc))
     except DbosAgentsError as exc:
@@ -284,13 +282,14 @@ async def session_page(request: Request, session_id: str) -> Response:
         return see_other("/inbox/sign-in")
     ctx, sessions = _ctx(request)
     client = ctx.agent_client()
+    scope = _scope(client, visitor)
     try:
-        info = await _own(client, visitor, session_id)
+        info = await scope.session(session_id)
     except AccessDeniedError as exc:
         return _refused(request, 403, str(exc))
     except DbosAgentsError as exc:
         return _refused(request, 404, str(exc))
-    history = await client.history(session_id)
+    history = await scope.history(session_id)
     calls = await client.offload(queries.list_session_calls, info.root_session_id)
     if info.parent_session_id is not None:
         calls = [c for c in calls if c.owner_session_id == session_id]
