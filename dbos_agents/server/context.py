@@ -67,12 +67,11 @@ class ServerContext:
         return Access(via="token", token=token)
 
     async def _check_owner(self, principal: Principal, session_id: str) -> None:
-        if principal.tenant_id is None and principal.user_id is None:
-            return
-        info = await self.agent_client().session(session_id)
-        for mine, theirs in (
-            (principal.tenant_id, info.tenant_id),
-            (principal.user_id, info.user_id),
-        ):
-            if mine is not None and mine != theirs:
-                raise HTTPException(403, "this session belongs to another user or tenant")
+        """The principal's user and tenant, checked by the scoped client's one rule
+        (``AccessDeniedError``: 403 ``ACCESS_DENIED``); a principal naming neither may act
+        on any session."""
+        client = self.agent_client()
+        if principal.user_id is not None:
+            await client.for_identity(principal.user_id, principal.tenant_id).session(session_id)
+        elif principal.tenant_id is not None:
+            await client.for_tenant(principal.tenant_id).session(session_id)

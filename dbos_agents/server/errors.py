@@ -51,7 +51,8 @@ _DESCRIPTIONS = {
     400: "INVALID_REQUEST (malformed body, wrong kind), INVALID_RESULT (with details), "
     "NOT_ROOT_SESSION.",
     401: "UNAUTHORIZED: missing, malformed, expired or forged token.",
-    403: "FORBIDDEN: a valid token for another session, or another user's/tenant's session.",
+    403: "FORBIDDEN: a valid token for another session (or a refused operation); "
+    "ACCESS_DENIED: another user's or tenant's session.",
     404: "SESSION_NOT_FOUND; UNKNOWN_AGENT (POST /sessions, with ServerSettings.agents).",
     409: "SESSION_BUSY: the session's run is still going.",
     411: "LENGTH_REQUIRED: POST without Content-Length, or a chunked body.",

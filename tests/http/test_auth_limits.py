@@ -191,7 +191,7 @@ def test_the_hook_can_replace_tokens_and_scopes_by_tenant(
     assert http.get(url, headers={"x-user": "admin"}).status_code == 200
     assert http.get(url, headers={"x-user": "tenant:t1"}).status_code == 200
     r = http.get(url, headers={"x-user": "tenant:t2"})
-    assert r.status_code == 403 and r.json()["error"] == "FORBIDDEN"
+    assert r.status_code == 403 and r.json()["error"] == "ACCESS_DENIED"
     r = http.get(f"{server.url}/sessions/ses_missing", headers={"x-user": "admin"})
     assert r.status_code == 404
     assert r.json() == {"error": "SESSION_NOT_FOUND", "message": "no session 'ses_missing'"}
