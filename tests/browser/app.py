@@ -11,31 +11,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pydantic import BaseModel
-
-from dbos_agents import Agent, AgentRuntime, ModelResponse, ToolContext, client_tool, tool
+from dbos_agents import Agent, AgentRuntime, ModelResponse
 from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
-
-
-class ConfirmIn(BaseModel):
-    question: str
-
-
-class ConfirmOut(BaseModel):
-    ok: bool
-    note: str = ""
-
-
-confirm = client_tool("confirm", input=ConfirmIn, output=ConfirmOut)
-confirm_fast = client_tool(
-    "confirm_fast", input=ConfirmIn, output=ConfirmOut, timeout=timedelta(seconds=1)
-)
-
-
-@tool(requires_approval=True)
-async def close_account(ctx: ToolContext, account_id: str) -> dict[str, str]:
-    """Close an account (needs a human's approval)."""
-    return {"closed": account_id}
+from tests.http.app import close_account, confirm, confirm_fast  # the same tools
 
 
 def _last(request: ModelRequest, role: str) -> str:
