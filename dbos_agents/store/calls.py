@@ -28,7 +28,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -38,6 +37,7 @@ from . import pg
 from .pg import Stmt, execute
 from .schema import SCHEMA as S
 from .transcript import Db
+from .unavailable import is_unavailable
 
 log = logging.getLogger("dbos_agents")
 CallKind = Literal["server", "client", "approval", "subagent"]
@@ -53,18 +53,7 @@ def lock_key(session_id: str, tool_call_id: str) -> int:
 
 def is_transient(exc: BaseException) -> bool:
     """A lost connection or a server going away: worth retrying once it is back."""
-    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
-        return True
-    return isinstance(
-        exc,
-        (
-            sa.exc.OperationalError,
-            sa.exc.InterfaceError,
-            psycopg.OperationalError,  # the hot path runs on the driver (``pg``)
-            psycopg.InterfaceError,
-            OSError,
-        ),
-    )
+    return is_unavailable(exc) or isinstance(exc, OSError)
 
 
 async def retry_transient(what: str, fn: Callable[[], Awaitable[T]]) -> T:
