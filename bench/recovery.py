@@ -345,7 +345,7 @@ def snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     workflows = dict(
         conn.execute(
             "SELECT status, count(*) FROM dbos.workflow_status"
-            " WHERE name = 'dbos_agents.session.v1' GROUP BY 1"
+            " WHERE name LIKE 'dbos_agents.session.v%' GROUP BY 1"
         )
     )
     per_session = Counter(

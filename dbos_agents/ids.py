@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-WORKFLOW_NAME = "dbos_agents.session.v1"
+WORKFLOW_NAME = "dbos_agents.session.v2"
+"""What new runs start (server tools replay from the ledger, not DBOS step checkpoints)."""
+WORKFLOW_NAME_V1 = "dbos_agents.session.v1"
+"""Still registered, so runs started before the upgrade recover on their own step sequence."""
 INBOX_TOPIC = "dbos_agents.inbox"
 """Where a persistent session's workflow waits for its next user message."""
 START_CHANNEL = "dbos_agents_starts"

@@ -17,20 +17,41 @@ DBOS upgrade moves or renames one, so an upgrade is a one-file review.
   for all of them, instead of DBOS's query per waiter.
 - ``dequeue_now``: one pass of DBOS's queue claim, run when a start is announced, so a
   new run does not wait for the queue thread's next poll (DBOS has no wake-up for it).
+- ``outside_workflow``: run a server tool's handler with DBOS's context variable cleared
+  (``dbos._context._dbos_context_var``): a ``session.v2`` tool call is not a DBOS step, and
+  DBOS calls made by a handler must not become operations of the workflow.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from dbos import DBOSClient
 from dbos._sys_db import WorkflowStatusString
 
 FINISHED = (WorkflowStatusString.SUCCESS.value, WorkflowStatusString.ERROR.value)
+T = TypeVar("T")
+
+
+async def outside_workflow(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro`` in a task whose context has no DBOS workflow context (a handler's
+    DBOS calls then act as outside any workflow); cancelling the caller cancels it."""
+    from dbos._context import _dbos_context_var
+
+    ctx = contextvars.copy_context()
+    ctx.run(_dbos_context_var.set, None)
+    task = asyncio.get_running_loop().create_task(coro, context=ctx)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
 
 
 def workflow_status_table(client: DBOSClient) -> sa.Table:

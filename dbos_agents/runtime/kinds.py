@@ -8,7 +8,7 @@ every step id is the same on replay.
 
 | kind | pending row | dispatched when | runs as |
 |---|---|---|---|
-| server | - | its attempt begins (under the call's lock) | a tool step, concurrently |
+| server | - | its attempt begins (under the call's lock) | a tool operation, concurrently |
 | client | ``client`` | the wait opens | ``recv`` on the call id |
 | approval | ``approval`` | the approved tool step begins | ``recv``, then a tool step |
 | subagent | - | the child is about to start | a child workflow |
@@ -27,8 +27,9 @@ from ..messages import ToolCall
 from ..outcome import RunSpec
 from ..results import ToolResult
 from ..store.calls import CallKind
+from . import execution
 from .ledger import WaitSpec
-from .steps import ToolCallSpec, tool_step
+from .steps import ToolCallSpec, tool_op, tool_step
 from .waits import finish_sub_agent, run_approval_call, run_client_call, start_sub_agent
 
 
@@ -73,6 +74,7 @@ def call_spec(spec: RunSpec, agent: Agent, call: ToolCall, args: dict[str, Any])
         root_session_id=spec["root_session_id"],
         user_id=spec["user_id"],
         tenant_id=spec["tenant_id"],
+        run_seq=spec["run_seq"],
         tool_call_id=call.id,
         tool=call.name,
         arguments=args,
@@ -100,13 +102,14 @@ class ServerKind:
         return None
 
     async def prepare(self, turn: Turn, p: Planned) -> Any:
-        return DBOS.reserve_step()
+        return DBOS.reserve_step() if execution.tool_checkpoints() else None
 
     async def run(self, turn: Turn, p: Planned, prepared: Any) -> ToolResult:
+        spec = call_spec(turn.spec, turn.agent, p.call, p.args)
+        if prepared is None:  # session.v2: the ledger is the checkpoint
+            return ToolResult.model_validate(await tool_op(spec))
         out = await prepared.run_async(
-            {"name": f"dbos_agents.tool.v1:{p.call.name}"},
-            tool_step,
-            call_spec(turn.spec, turn.agent, p.call, p.args),
+            {"name": f"dbos_agents.tool.v1:{p.call.name}"}, tool_step, spec
         )
         return ToolResult.model_validate(out)
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar
 
+import psycopg
 from dbos import DBOS, AsyncSQLAlchemyDatasource
 
 from ..ids import run_workflow_id
@@ -23,7 +24,7 @@ from ..messages import Message, Usage
 from ..outcome import RunSpec
 from ..results import ToolResult
 from ..store import calls, pending, pg, sessions, transcript
-from . import drain, fresh
+from . import drain, execution
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -103,15 +104,33 @@ class Ledger:
         return self.ds.sql_session()
 
     def attempt(
-        self, session_id: str, tool_call_id: str, token: str, *, exclusive: bool
+        self,
+        session_id: str,
+        tool_call_id: str,
+        token: str,
+        *,
+        exclusive: bool,
+        run_seq: int | None = None,
     ) -> AbstractAsyncContextManager[calls.Attempt]:
         """A server tool's attempt on a connection of its own (``store.calls.attempt``)."""
-        return calls.attempt(self.ds.engine, session_id, tool_call_id, token, exclusive=exclusive)
+        return calls.attempt(
+            self.ds.engine, session_id, tool_call_id, token, exclusive=exclusive, run_seq=run_seq
+        )
+
+    async def recorded_result(self, session_id: str, tool_call_id: str) -> dict[str, Any] | None:
+        """The result an attempt of this call committed, if any (a replay's read)."""
+
+        async def read() -> dict[str, Any] | None:
+            async with pg.driver(self.ds.engine, autocommit=True) as conn:
+                rows = await pg.fetch(conn, calls.recorded_stmt(session_id, tool_call_id))
+            return dict(rows[0].result) if rows and rows[0].result is not None else None
+
+        return await calls.retry_transient("read tool result", read)
 
     async def _begin_run(self, spec: RunSpec) -> BeginResult:
         """Mark the run running (fenced on ``run_seq``), close calls an interrupted run left
         unanswered, append the user message, return the transcript."""
-        fresh.step_ran()
+        execution.step_ran()
         db = self.db
         workflow_id = DBOS.workflow_id or run_workflow_id(spec["session_id"], spec["run_seq"])
         began = await sessions.begin(db, spec, workflow_id)
@@ -188,7 +207,18 @@ class Ledger:
                 await batch.send_all(rest(notices, output))
                 return output
 
-        return await calls.retry_transient("record turn", write)
+        async def write_once() -> dict[str, Any]:
+            try:
+                return await write()
+            except psycopg.errors.UniqueViolation:
+                # Another execution of this run (a stale owner still running, or the new
+                # one) recorded this turn first: its turn is the turn, as on a replay.
+                recorded, _ = await self.turn_state(spec, turn)
+                if recorded is None:
+                    raise
+                return recorded
+
+        return await calls.retry_transient("record turn", write_once)
 
     async def _finish_run(
         self,
@@ -220,7 +250,7 @@ class Ledger:
     ) -> dict[str, float]:
         """Open the turn's waits and mark the calls that may now act elsewhere (client
         tools, sub-agents) dispatched; returns the waits' absolute deadlines, fixed once."""
-        fresh.step_ran()
+        execution.step_ran()
         db = self.db
         deadlines: dict[str, float] = {}
         for w in waits:

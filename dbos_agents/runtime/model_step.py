@@ -26,7 +26,7 @@ from ..ids import idempotency_key
 from ..messages import Message, ModelResponse, ToolCall
 from ..models.base import ModelRequest
 from ..outcome import RunSpec
-from . import drain, fresh
+from . import drain, execution
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import kind_of
@@ -99,18 +99,18 @@ async def model_step(
     (call ids made unique), "notices": [late-answer messages delivered before it]}``.
 
     The first read is skipped when it can find nothing: no earlier execution can have
-    recorded this turn (``fresh``) and no wait of this run timed out, so no late answer
+    recorded this turn (``execution``) and no wait of this run timed out, so no late answer
     can be waiting (``late_possible``; a late answer to an earlier run's call is noticed
     by the next run's ``begin_run``)."""
     async with drain.step():
         ctx = get_context()
         ledger = ctx.ledger
         notices: list[Message] = []
-        if late_possible or not fresh.later_steps_are_new():
+        if late_possible or not execution.later_steps_are_new():
             recorded, notices = await ledger.turn_state(spec, turn)
             if recorded is not None:
                 return recorded
-        fresh.step_ran()
+        execution.step_ran()
         req = request  # a step's arguments are not checkpointed: no need to dump them
         if notices:
             req = req.model_copy(update={"messages": [*req.messages, *notices]})

@@ -17,11 +17,17 @@ from typing import Any, TypedDict
 
 from ..results import ToolResult, durability_error
 from ..tools import Tool, ToolContext
-from . import drain, fresh
+from . import _dbos_compat as compat
+from . import drain, execution
 from .context import get_context
 from .crashpoints import crash_point
 
 log = logging.getLogger("dbos_agents")
+
+
+class RunInterrupted(Exception):
+    """The run was interrupted (a wait was cancelled, or a call's run is fenced off): it
+    stops as ``interrupted``."""
 
 
 class ToolCallSpec(TypedDict):
@@ -30,6 +36,7 @@ class ToolCallSpec(TypedDict):
     root_session_id: str
     user_id: str | None
     tenant_id: str | None
+    run_seq: int
     tool_call_id: str
     tool: str
     arguments: dict[str, Any]
@@ -37,21 +44,47 @@ class ToolCallSpec(TypedDict):
 
 
 async def tool_step(spec: ToolCallSpec) -> dict[str, Any]:
-    """Run one server tool call under the at-most-once guard; returns a ``ToolResult``."""
+    """Run one server tool call under the at-most-once guard, as a DBOS step (the body of
+    ``dbos_agents.tool.v1:<tool>``, in ``session.v1`` runs and approved calls); returns a
+    ``ToolResult``."""
     async with drain.step():
-        return await _guarded(spec)
+        return await _guarded(spec, fenced=False)
 
 
-async def _guarded(spec: ToolCallSpec) -> dict[str, Any]:
+async def tool_op(spec: ToolCallSpec) -> dict[str, Any]:
+    """The same, with no DBOS checkpoint of its own (``session.v2``): the result row the
+    attempt commits before returning is what a replay returns. So a replay first reads it,
+    unless this execution already ran a step for real (``execution``: then this call is
+    new). In place of DBOS's cancellation check at a step's start, the dispatch mark is
+    fenced on the run (an interrupted run's call raises ``RunInterrupted``), and the
+    handler runs outside the workflow's DBOS context, so a handler calling DBOS cannot
+    shift the workflow's operation ids."""
+    async with drain.step():
+        if not execution.later_steps_are_new():
+            recorded = await get_context().ledger.recorded_result(
+                spec["session_id"], spec["tool_call_id"]
+            )
+            if recorded is not None:
+                return recorded
+        return await _guarded(spec, fenced=True)
+
+
+async def _guarded(spec: ToolCallSpec, *, fenced: bool) -> dict[str, Any]:
     ctx = get_context()
     tool = ctx.agent(spec["agent"]).tools[spec["tool"]]
     args = tool.validate_arguments(spec["arguments"])
     async with ctx.ledger.attempt(
-        spec["session_id"], spec["tool_call_id"], uuid.uuid4().hex, exclusive=not tool.safe_to_retry
+        spec["session_id"],
+        spec["tool_call_id"],
+        uuid.uuid4().hex,
+        exclusive=not tool.safe_to_retry,
+        run_seq=spec["run_seq"] if fenced else None,
     ) as attempt:
-        fresh.step_ran()
+        if attempt.fenced:
+            raise RunInterrupted(spec["tool_call_id"])
         if attempt.recorded is not None:  # an earlier attempt finished and recorded it
-            return attempt.recorded
+            return attempt.recorded  # (a replay: later steps may not be new)
+        execution.step_ran()
         crash_point("after_dispatch_mark")
         tctx = ToolContext(
             session_id=spec["session_id"],
@@ -64,9 +97,10 @@ async def _guarded(spec: ToolCallSpec) -> dict[str, Any]:
             attempt=attempt.number,
         )
         if attempt.prior_status != "requested" and not tool.safe_to_retry:
-            result = await _settle_unknown(tool, tctx, args)  # an earlier attempt may have run
+            settle = _settle_unknown(tool, tctx, args)  # an earlier attempt may have run
         else:
-            result = await _invoke(tool, tctx, args)
+            settle = _invoke(tool, tctx, args)
+        result = await (compat.outside_workflow(settle) if fenced else settle)
         crash_point("after_handler")
         recorded = await attempt.record(result.model_dump(mode="json"))
         crash_point("after_tool_result")

@@ -27,15 +27,11 @@ from ..delivery import (
 )
 from ..outcome import RunOutcome, RunSpec
 from ..results import ToolResult
-from . import drain
+from . import drain, execution
 from .context import get_context
-from .steps import ToolCallSpec, tool_step
+from .steps import RunInterrupted, ToolCallSpec, tool_step
 
 log = logging.getLogger("dbos_agents")
-
-
-class RunInterrupted(Exception):
-    """An interrupt was delivered to a wait: the run stops as ``interrupted``."""
 
 
 @DBOS.step(name="dbos_agents.remaining.v1")
@@ -173,7 +169,7 @@ def child_session_id(parent_workflow_id: str, tool_call_id: str) -> str:
 
 async def start_sub_agent(spec: RunSpec, sub: Agent, tool_call_id: str, arguments: str) -> Any:
     """Start the child workflow (deterministic id); returns its handle."""
-    from .workflow import session_workflow
+    from .workflow import session_workflow, session_workflow_v1
 
     parent_wf = DBOS.workflow_id
     assert parent_wf is not None
@@ -189,8 +185,11 @@ async def start_sub_agent(spec: RunSpec, sub: Agent, tool_call_id: str, argument
         user_id=spec["user_id"],
         tenant_id=spec["tenant_id"],
     )
+    # A child runs the parent's workflow version: a recovering v1 parent replays the start
+    # of a v1 child.
+    workflow = session_workflow_v1 if execution.tool_checkpoints() else session_workflow
     with SetWorkflowID(child):
-        return await DBOS.start_workflow_async(session_workflow, child_spec)
+        return await DBOS.start_workflow_async(workflow, child_spec)
 
 
 async def finish_sub_agent(handle: Any, tool: str, tool_call_id: str) -> ToolResult:

@@ -1,8 +1,10 @@
-"""The session workflow (``dbos_agents.session.v1``): the agent loop as a DBOS workflow.
+"""The session workflow (``dbos_agents.session.v2``): the agent loop as a DBOS workflow.
 
 Per turn: the model step (which records the previous turn's tool results and its own turn
-in one transaction) -> tool steps (concurrent, step ids reserved in call order, each
-recording its own result row). The body is deterministic: it reads no clock, no randomness
+in one transaction) -> the server tools, concurrently, each an attempt that records its own
+result row and replays from it (``steps.tool_op``; ``session.v1``, still registered for
+runs started before an upgrade, ran each as a DBOS step on a step id reserved in call
+order). The body is deterministic: it reads no clock, no randomness
 and no environment, and all I/O is in steps.
 """
 
@@ -21,17 +23,18 @@ from pydantic import ValidationError
 
 from ..agent import Agent
 from ..errors import ModelError, UnknownAgentError
-from ..ids import INBOX_TOPIC, WORKFLOW_NAME, run_event_key
+from ..ids import INBOX_TOPIC, WORKFLOW_NAME, WORKFLOW_NAME_V1, run_event_key
 from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
 from ..results import ToolResult
-from . import fresh, outcomes
+from . import execution, outcomes
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import Planned, Turn, kind_of
 from .model_step import model_step
-from .waits import TIMEOUT_KIND, RunInterrupted
+from .steps import RunInterrupted
+from .waits import TIMEOUT_KIND
 
 log = logging.getLogger("dbos_agents")
 
@@ -129,7 +132,18 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
     and runs the next message in the same workflow; each run's outcome is published as the
     workflow event ``run:<run_seq>``.
     """
-    fresh.begin_execution()
+    return await _session(spec, tool_checkpoints=False)
+
+
+@DBOS.workflow(name=WORKFLOW_NAME_V1)
+async def session_workflow_v1(spec: RunSpec) -> dict[str, Any]:
+    """``session.v1``: the same loop with each server tool a DBOS step (see the module
+    doc); only runs started before the upgrade execute it."""
+    return await _session(spec, tool_checkpoints=True)
+
+
+async def _session(spec: RunSpec, *, tool_checkpoints: bool) -> dict[str, Any]:
+    execution.begin_execution(tool_checkpoints=tool_checkpoints)
     try:
         agent = get_context().agent(spec["agent"])
     except UnknownAgentError as exc:  # a client started an agent no worker knows

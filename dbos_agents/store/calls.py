@@ -170,6 +170,9 @@ class Attempt:
     """The status before this attempt: anything but ``requested`` means "may have run"."""
     recorded: dict[str, Any] | None
     """The result an earlier attempt committed, if any: return it, run nothing."""
+    fenced: bool
+    """The run this attempt belongs to is no longer the session's running one (an
+    interrupt): nothing was marked; run nothing."""
     _record: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
     async def record(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -183,9 +186,16 @@ _MARK = f"""
 WITH lk AS MATERIALIZED (
     SELECT CASE WHEN :lock THEN pg_try_advisory_lock(:k) ELSE true END AS got
 ),
+live AS MATERIALIZED (
+    SELECT CAST(:run AS bigint) IS NULL OR EXISTS (
+        SELECT 1 FROM {S}.sessions WHERE id = :s AND run_seq = CAST(:run AS bigint)
+        AND status = 'running'
+    ) AS ok
+),
 old AS (
     SELECT status, result, attempt_token FROM {S}.tool_calls
-    WHERE session_id = :s AND tool_call_id = :id AND (SELECT got FROM lk) FOR UPDATE
+    WHERE session_id = :s AND tool_call_id = :id AND (SELECT got FROM lk)
+    AND (SELECT ok FROM live) FOR UPDATE
 ),
 upd AS (
     UPDATE {S}.tool_calls t SET
@@ -199,10 +209,19 @@ upd AS (
     FROM old WHERE t.session_id = :s AND t.tool_call_id = :id
     RETURNING t.prior_status, t.result, t.attempts
 )
-SELECT (SELECT got FROM lk) AS got, upd.prior_status, upd.result, upd.attempts
+SELECT (SELECT got FROM lk) AS got, (SELECT ok FROM live) AS live, upd.prior_status,
+    upd.result, upd.attempts
 FROM (SELECT 1) AS one LEFT JOIN upd ON true
 """
-"""One round trip: take the call's lock if free (else change nothing) and mark the attempt."""
+"""One round trip: take the call's lock if free (else change nothing) and mark the attempt;
+with a ``run`` (``session.v2``), only while that run is the session's running one."""
+
+_RECORDED = f"SELECT result FROM {S}.tool_calls WHERE session_id = :s AND tool_call_id = :id"
+
+
+def recorded_stmt(session_id: str, tool_call_id: str) -> Stmt:
+    """The call's committed result, if any (the replay of a ``session.v2`` tool call)."""
+    return (_RECORDED, {"s": session_id, "id": tool_call_id})
 
 _RECORD = f"""
 WITH u AS (
@@ -221,11 +240,18 @@ _UNLOCK = "SELECT pg_advisory_unlock(:k)"
 
 @asynccontextmanager
 async def attempt(
-    engine: AsyncEngine, session_id: str, tool_call_id: str, token: str, *, exclusive: bool
+    engine: AsyncEngine,
+    session_id: str,
+    tool_call_id: str,
+    token: str,
+    *,
+    exclusive: bool,
+    run_seq: int | None = None,
 ) -> AsyncIterator[Attempt]:
     """Begin an attempt (see the module doc). ``exclusive`` (side-effecting tools) holds the
     call's advisory lock until the attempt ends; ``token`` is unique per step execution,
     so a retried dispatch mark of the same execution is not mistaken for an earlier one.
+    ``run_seq`` fences the mark on the run (``Attempt.fenced``).
 
     The connection runs in autocommit on the driver (``pg``): each write commits as its one
     statement returns, so the whole attempt costs two round trips (mark; record with the
@@ -258,12 +284,14 @@ async def attempt(
     async def mark() -> Any:
         nonlocal locked
         c = await connect()
-        params = {"s": session_id, "id": tool_call_id, "tok": token, "k": key}
+        params = {"s": session_id, "id": tool_call_id, "tok": token, "k": key, "run": run_seq}
         (row,) = await pg.fetch(c, (_MARK, {"lock": exclusive, **params}))
         if exclusive and not row.got:
             await wait_for_lock(c)
             (row,) = await pg.fetch(c, (_MARK, {"lock": False, **params}))
         locked = exclusive
+        if not row.live:
+            return row
         if row.attempts is None:
             raise LookupError(f"no ledger row for tool call {tool_call_id!r}")
         return row
@@ -293,11 +321,11 @@ async def attempt(
                         "id": tool_call_id,
                     },
                 )
-                # Its own transaction, committed before the unlock (same round trip); no
-                # flush wait: the step's DBOS checkpoint commits synchronously right after.
+                # Its own transaction, committed (and flushed: in session.v2 it is the
+                # call's only checkpoint) before the unlock, in the same round trip.
                 unlock = [(_UNLOCK, {"k": key})] if locked else []
-                _, _, rows, *_ = await pg.fetch_all(
-                    c, [("BEGIN", {}), pg.NO_FLUSH_WAIT, record_stmt, ("COMMIT", {}), *unlock]
+                _, rows, *_ = await pg.fetch_all(
+                    c, [("BEGIN", {}), record_stmt, ("COMMIT", {}), *unlock]
                 )
                 locked = False
                 ((stored,),) = rows
@@ -311,9 +339,10 @@ async def attempt(
     try:
         row = await retry_transient("dispatch mark", mark)
         yield Attempt(
-            number=int(row.attempts),
+            number=int(row.attempts or 0),
             prior_status=str(row.prior_status),
             recorded=dict(row.result) if row.result is not None else None,
+            fenced=not row.live,
             _record=record,
         )
     finally:

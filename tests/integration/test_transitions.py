@@ -253,6 +253,26 @@ async def test_call_requested_to_dispatched_by_attempt_counted_per_token(env: En
     assert (r.status, r.attempts, r.attempt_token) == ("dispatched", 2, "tok-2")
 
 
+@pytest.mark.parametrize("status", ["interrupted", "completed", "queued"])
+async def test_a_fenced_attempt_of_a_run_that_is_not_running_marks_nothing(
+    env: Env, status: str
+) -> None:
+    """``session.v2``'s check in place of DBOS's cancellation check at a step's start: the
+    mark of a run that no longer runs (or of an older run) changes nothing."""
+    sid = env.new_session(status)
+    await env.new_calls(sid, "c")
+    async with calls.attempt(env.aengine, sid, "c", "t1", exclusive=True, run_seq=1) as a:
+        assert a.fenced
+    env.sql(f"UPDATE {S}.sessions SET status = 'running', run_seq = 2 WHERE id = :s", s=sid)
+    async with calls.attempt(env.aengine, sid, "c", "t2", exclusive=True, run_seq=1) as a:
+        assert a.fenced  # an older run's call
+    r = env.call(sid, "c")
+    assert (r.status, r.attempts) == ("requested", 0)
+    async with calls.attempt(env.aengine, sid, "c", "t3", exclusive=True, run_seq=2) as a:
+        assert not a.fenced and (a.number, a.prior_status) == (1, "requested")
+    assert env.call(sid, "c").status == "dispatched"
+
+
 @pytest.mark.parametrize("ok", [True, False])
 async def test_call_dispatched_to_settled_by_record_first_result_wins(env: Env, ok: bool) -> None:
     sid, first = env.new_session("running"), result("c", ok, "first")

@@ -157,3 +157,24 @@ def test_the_queue_claim_that_dequeue_now_repeats() -> None:
     assert hasattr(SystemDatabase, "get_queue") and hasattr(SystemDatabase, "get_workflow_statuses")
     assert callable(generate_uuid) and hasattr(GlobalParams, "executor_id")
     assert "_active_workflows_set" in inspect.getsource(DBOS.__init__)
+
+
+@pytest.mark.asyncio
+async def test_outside_workflow_runs_with_no_dbos_context() -> None:
+    import asyncio
+
+    from dbos._context import DBOSContext, _dbos_context_var, get_local_dbos_context
+
+    from dbos_agents.runtime._dbos_compat import outside_workflow
+
+    async def inside() -> object:
+        await asyncio.sleep(0)
+        return get_local_dbos_context()
+
+    token = _dbos_context_var.set(DBOSContext())
+    try:
+        assert get_local_dbos_context() is not None
+        assert await outside_workflow(inside()) is None
+        assert get_local_dbos_context() is not None  # the caller's context is untouched
+    finally:
+        _dbos_context_var.reset(token)
