@@ -293,11 +293,10 @@ async def attempt(
                         "id": tool_call_id,
                     },
                 )
-                # Its own transaction, committed before the unlock (same round trip); no
-                # flush wait: the step's DBOS checkpoint commits synchronously right after.
+                # Its own transaction, committed before the unlock, in one round trip.
                 unlock = [(_UNLOCK, {"k": key})] if locked else []
-                _, _, rows, *_ = await pg.fetch_all(
-                    c, [("BEGIN", {}), pg.NO_FLUSH_WAIT, record_stmt, ("COMMIT", {}), *unlock]
+                _, rows, *_ = await pg.fetch_all(
+                    c, [("BEGIN", {}), record_stmt, ("COMMIT", {}), *unlock]
                 )
                 locked = False
                 ((stored,),) = rows
