@@ -188,8 +188,7 @@ class Ledger:
                 sessions.add_usage_stmt(sid, usage),
             ]
 
-        # No flush wait: the step's DBOS checkpoint commits (synchronously) right after.
-        head = [pg.NO_FLUSH_WAIT, sessions.lock_stmt(sid), *_result_stmts(spec, previous)]
+        head = [sessions.lock_stmt(sid), *_result_stmts(spec, previous)]
 
         async def write() -> dict[str, Any]:
             if not expect_notices:  # the common case: one script, one round trip

@@ -321,8 +321,7 @@ async def attempt(
                         "id": tool_call_id,
                     },
                 )
-                # Its own transaction, committed (and flushed: in session.v2 it is the
-                # call's only checkpoint) before the unlock, in the same round trip.
+                # Its own transaction, committed before the unlock, in one round trip.
                 unlock = [(_UNLOCK, {"k": key})] if locked else []
                 _, rows, *_ = await pg.fetch_all(
                     c, [("BEGIN", {}), record_stmt, ("COMMIT", {}), *unlock]

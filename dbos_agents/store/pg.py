@@ -95,13 +95,6 @@ async def fetch_all(pg: Driver, stmts: Sequence[Stmt]) -> list[list[Any]]:
     return [await c.fetchall() if c.description is not None else [] for c in cursors]
 
 
-NO_FLUSH_WAIT: Stmt = ("SELECT set_config('synchronous_commit', 'off', true)", {})
-"""First statement of a transaction whose commit need not wait for the WAL flush: for a
-write that a synchronous commit (a DBOS checkpoint) always follows before anything
-depends on it. WAL is flushed in order, so that later commit makes this one durable too;
-a Postgres crash before it loses both, which is the window of a crash before the write."""
-
-
 async def script(engine: AsyncEngine, stmts: Sequence[Stmt]) -> None:
     """Run writes as one script: bound on the client (psycopg's quoting), sent as one
     multi-statement query, which Postgres runs as one implicit transaction: all or

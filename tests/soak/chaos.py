@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from dbos_agents.errors import DbosAgentsError, SessionBusyError
+from dbos_agents.errors import DatabaseUnavailableError, DbosAgentsError, SessionBusyError
 from dbos_agents.outcome import TERMINAL
 from dbos_agents.testing import CRASH_POINTS, CrashHarness, PrivateCluster, WorkerProcess
 from dbos_agents.worker import STARTING_LINE
@@ -165,8 +165,9 @@ class SoakReport:
 
 
 def _is_retryable(exc: BaseException) -> bool:
-    """Connection trouble (an outage, a restart): anything that is not our own domain error."""
-    return not isinstance(exc, DbosAgentsError)
+    """Connection trouble (an outage, a restart): the client's ``DatabaseUnavailableError``,
+    or anything that is not our own domain error."""
+    return isinstance(exc, DatabaseUnavailableError) or not isinstance(exc, DbosAgentsError)
 
 
 class Fleet:
