@@ -95,7 +95,7 @@ from typing import Any
 import sqlalchemy as sa
 from rich.console import Console
 from rich.table import Table
-from submit_latency import confirm, respond
+from submit_latency import confirm, finish_times, respond, tool_message_times
 
 from dbos_agents import Agent, AgentRuntime, Settings
 from dbos_agents.client import AgentClient
@@ -410,35 +410,6 @@ def open_calls(engine: sa.Engine) -> list[tuple[str, str]]:
     return [(r.root_session_id, r.tool_call_id) for r in rows]
 
 
-def finish_times(engine: sa.Engine, wfs: Sequence[str]) -> dict[str, tuple[str, float | None]]:
-    """workflow id -> (DBOS status, outcome-recorded epoch ms or None if not finished)."""
-    with _connect(engine) as conn:
-        rows = conn.execute(
-            sa.text(
-                "SELECT workflow_uuid, status, updated_at FROM dbos.workflow_status"
-                " WHERE workflow_uuid = ANY(:wfs)"
-            ),
-            {"wfs": list(wfs)},
-        ).all()
-    done = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
-    return {
-        r.workflow_uuid: (r.status, float(r.updated_at) if r.status in done else None) for r in rows
-    }
-
-
-def tool_message_times(engine: sa.Engine, sids: Sequence[str]) -> dict[str, float]:
-    """session id -> epoch ms at which the transaction recording the tool message began."""
-    with _connect(engine) as conn:
-        rows = conn.execute(
-            sa.text(
-                "SELECT session_id, extract(epoch FROM created_at) * 1000 AS ms"
-                " FROM dbos_agents.messages WHERE session_id = ANY(:s) AND role = 'tool'"
-            ),
-            {"s": list(sids)},
-        ).all()
-    return {r.session_id: float(r.ms) for r in rows}
-
-
 def timed_submit(client: AgentClient, sid: str, tool_call_id: str) -> float:
     """t0 (epoch s), taken in this thread just before the call."""
     t0 = time.time()
@@ -450,7 +421,7 @@ def timed_submit(client: AgentClient, sid: str, tool_call_id: str) -> float:
 
 def wait_finished(engine: sa.Engine, wf: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
-    while finish_times(engine, [wf]).get(wf, ("", None))[1] is None:
+    while finish_times(engine, [wf], _connect).get(wf, ("", None))[1] is None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{wf} did not finish within {timeout:.0f}s")
         time.sleep(0.005)
@@ -691,8 +662,8 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         for sid, tcid in samples:
             t0s[sid] = timed_submit(client, sid, tcid)
             wait_finished(client.engine, sid)
-        fins = finish_times(client.engine, list(t0s))
-        tools = tool_message_times(client.engine, list(t0s))
+        fins = finish_times(client.engine, list(t0s), _connect)
+        tools = tool_message_times(client.engine, list(t0s), _connect)
         lat = [fins[s][1] - t0s[s] * 1000 for s in t0s if fins[s][1] is not None]  # type: ignore[operator]
         tool_lat = [tools[s] - t0s[s] * 1000 for s in t0s if s in tools]
         snaps.append(Proc.take("after the latency samples", w.pid))
@@ -745,7 +716,7 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
             max_conns = max(max_conns, len(pg_ports(w.pid)))
             if submits_end is None and all(f.done() for f in futures):
                 submits_end = time.time()
-            for wf, (status, fin) in finish_times(client.engine, list(left)).items():
+            for wf, (status, fin) in finish_times(client.engine, list(left), _connect).items():
                 if fin is not None and status == "SUCCESS":
                     done[wf] = fin
                 elif fin is not None:

@@ -69,7 +69,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -285,9 +285,15 @@ def timed_send(client: AgentClient, wf: str) -> tuple[float, float]:
     return t0, (time.perf_counter() - p0) * 1000
 
 
-def finish_times(engine: sa.Engine, wfs: Sequence[str]) -> dict[str, tuple[str, float | None]]:
+Connect = Callable[[sa.Engine], sa.Connection]
+"""How the timing reads get a connection (bench/parked.py passes one that retries)."""
+
+
+def finish_times(
+    engine: sa.Engine, wfs: Sequence[str], connect: Connect = sa.Engine.connect
+) -> dict[str, tuple[str, float | None]]:
     """workflow id -> (DBOS status, outcome-recorded epoch ms or None if not finished)."""
-    with engine.connect() as conn:
+    with connect(engine) as conn:
         rows = conn.execute(
             sa.text(
                 "SELECT workflow_uuid, status, updated_at FROM dbos.workflow_status"
@@ -301,9 +307,11 @@ def finish_times(engine: sa.Engine, wfs: Sequence[str]) -> dict[str, tuple[str, 
     }
 
 
-def tool_message_times(engine: sa.Engine, sids: Sequence[str]) -> dict[str, float]:
+def tool_message_times(
+    engine: sa.Engine, sids: Sequence[str], connect: Connect = sa.Engine.connect
+) -> dict[str, float]:
     """session id -> epoch ms at which the transaction recording the tool message began."""
-    with engine.connect() as conn:
+    with connect(engine) as conn:
         rows = conn.execute(
             sa.text(
                 "SELECT session_id, extract(epoch FROM created_at) * 1000 AS ms"
