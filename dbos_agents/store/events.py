@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ..records import HistoryEntry, SessionEvents, StatusEvent
+from ..records import SessionEvents, StatusEvent
+from . import transcript
 from .schema import SCHEMA as S
 
 BATCH = 500
@@ -29,17 +30,11 @@ def read_since(
             ),
             {"s": session_id},
         ).first()
-        rows = conn.execute(
-            sa.text(
-                f"SELECT seq, run_seq, role, content, tool_calls, tool_call_id, name, created_at"
-                f" FROM {S}.messages WHERE session_id = :s AND seq > :n ORDER BY seq LIMIT :lim"
-            ),
-            {"s": session_id, "n": after_seq, "lim": limit},
-        ).all()
+        messages = transcript.entries(conn, session_id, after_seq, limit)
     fields = row._asdict() if row is not None else None
     generation = fields.pop("token_generation") if fields is not None else None
     return SessionEvents(
         status=StatusEvent.model_validate(fields) if fields is not None else None,
-        messages=[HistoryEntry.model_validate(r._asdict()) for r in rows],
+        messages=messages,
         token_generation=generation,
     )

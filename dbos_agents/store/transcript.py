@@ -18,14 +18,14 @@ from ..records import HistoryEntry
 from .pg import Db, Stmt, execute
 from .schema import SCHEMA as S
 
-__all__ = ["Db"]  # re-exported: the table modules type their connections with it
-
 
 def append_stmt(spec: RunSpec, seq: int | None, msg: Message) -> Stmt:
     """Insert ``msg`` at ``seq``, or (``None``) after the session's last message: the
     caller holds the session row lock, so the next number is free."""
-    at = ":seq" if seq is not None else (
-        f"(SELECT coalesce(max(seq), 0) + 1 FROM {S}.messages WHERE session_id = :s)"
+    at = (
+        ":seq"
+        if seq is not None
+        else (f"(SELECT coalesce(max(seq), 0) + 1 FROM {S}.messages WHERE session_id = :s)")
     )
     return (
         f"INSERT INTO {S}.messages (session_id, seq, run_seq, role, content, tool_calls,"
@@ -129,13 +129,20 @@ async def answered_calls(db: Db, session_id: str, tool_call_ids: list[str]) -> s
     return {row.tool_call_id for row in r}
 
 
+def entries(
+    conn: sa.Connection, session_id: str, after_seq: int = 0, limit: int | None = None
+) -> list[HistoryEntry]:
+    """The stored messages with ``seq > after_seq``, in order (at most ``limit``)."""
+    rows = conn.execute(
+        sa.text(
+            f"SELECT seq, run_seq, role, content, tool_calls, tool_call_id, name, created_at"
+            f" FROM {S}.messages WHERE session_id = :s AND seq > :n ORDER BY seq LIMIT :lim"
+        ),
+        {"s": session_id, "n": after_seq, "lim": limit},
+    ).all()
+    return [HistoryEntry.model_validate(r._asdict()) for r in rows]
+
+
 def history(engine: sa.Engine, session_id: str) -> list[HistoryEntry]:
     with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                f"SELECT seq, run_seq, role, content, tool_calls, tool_call_id, name, created_at"
-                f" FROM {S}.messages WHERE session_id = :s ORDER BY seq"
-            ),
-            {"s": session_id},
-        ).all()
-    return [HistoryEntry.model_validate(r._asdict()) for r in rows]
+        return entries(conn, session_id)
