@@ -22,9 +22,8 @@ import sqlalchemy as sa
 
 from ..records import PendingCall, PendingKind
 from ..runtime._dbos_compat import ENDED
-from .pg import Stmt, execute
+from .pg import Db, Stmt, execute
 from .schema import SCHEMA as S
-from .transcript import Db
 
 OPEN = ("waiting", "submitted")
 
@@ -127,8 +126,8 @@ def take_late_answers_stmt(owner_session_id: str) -> Stmt:
 
 
 async def take_late_answers(db: Db, owner_session_id: str) -> list[sa.Row[Any]]:
-    r = await execute(db, take_late_answers_stmt(owner_session_id))
-    return sorted(r.all(), key=lambda row: row.tool_call_id)
+    """``take_late_answers_stmt`` in a datasource transaction (rows unordered)."""
+    return list((await execute(db, take_late_answers_stmt(owner_session_id))).all())
 
 
 # --- the submit path and interrupts (caller-owned sync transactions) -------------------------
@@ -254,10 +253,12 @@ def list_pending(
     )
     with engine.connect() as conn:
         rows = conn.execute(sa.text(sql), params).all()
-    out = []
-    for r in rows:
-        d = r._asdict()
-        with contextlib.suppress(ValueError):
-            d["arguments"] = json.loads(d["arguments"])
-        out.append(PendingCall.model_validate(d))
-    return out
+    return [PendingCall.model_validate(with_decoded_arguments(r._asdict())) for r in rows]
+
+
+def with_decoded_arguments(row: dict[str, Any]) -> dict[str, Any]:
+    """A listed row with its ``arguments`` text as JSON (kept as text when the model's
+    arguments were not JSON: they are stored as the model wrote them)."""
+    with contextlib.suppress(ValueError):
+        row["arguments"] = json.loads(row["arguments"])
+    return row

@@ -8,8 +8,6 @@ runs at scrape time, over the same definition of "open" as ``list_open``.
 
 from __future__ import annotations
 
-import contextlib
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,6 +16,7 @@ import sqlalchemy as sa
 
 from ...messages import JSONValue
 from ...runtime._dbos_compat import ENDED
+from ...store.pending import with_decoded_arguments
 from ...store.schema import SCHEMA as S
 
 MAX_ROWS = 500
@@ -104,9 +103,7 @@ def _rows(engine: sa.Engine, sql: str, params: dict[str, Any]) -> list[InboxRow]
         rows = conn.execute(sa.text(sql), params).all()
     out = []
     for r in rows:
-        d = r._asdict()
-        with contextlib.suppress(ValueError):
-            d["arguments"] = json.loads(d["arguments"])
+        d = with_decoded_arguments(r._asdict())
         d["path"] = tuple(d["path"] or ())
         out.append(InboxRow(**d))
     return out
