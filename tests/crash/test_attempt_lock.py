@@ -9,24 +9,17 @@ effect yet) and ran the handler again: two refunds.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from dbos_agents.testing import CrashHarness, Witness
 
+from .waiting import until
+
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 REPO = Path(__file__).resolve().parents[2]
 
-
-def _until(pred: object, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise TimeoutError("condition not met")
 
 
 def test_a_re_execution_waits_for_the_running_attempt(
@@ -45,7 +38,7 @@ def test_a_re_execution_waits_for_the_running_attempt(
         worker = h.start_worker()
         try:
             sid = h.client.start("crashy", "slow_refund")
-            _until(lambda: witness.count("started", tool="slow_refund") == 1)
+            until(lambda: witness.count("started", tool="slow_refund") == 1)
             # DBOS recovery, as an adopter calls it (a private DBOS API: test-only use).
             assert h.client.dbos._sys_db.reenqueue_for_recovery(sid, ["twin"], "_dbos_internal")
             info = h.client.wait(sid, timeout=60)

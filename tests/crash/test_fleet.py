@@ -11,6 +11,8 @@ import pytest
 from dbos_agents.store.workers import list_workers
 from dbos_agents.testing import CrashHarness, Witness
 
+from .waiting import until
+
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 REPO = Path(__file__).resolve().parents[2]
 STALE_AFTER = 3.0
@@ -35,14 +37,6 @@ def harness(
         yield h
 
 
-def _until(pred: object, timeout: float = 60.0) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():  # type: ignore[operator]
-            return time.monotonic()
-        time.sleep(0.05)
-    raise TimeoutError("condition not met")
-
 
 def test_survivor_adopts_a_killed_workers_sessions(
     harness: CrashHarness, capsys: pytest.CaptureFixture[str]
@@ -52,18 +46,18 @@ def test_survivor_adopts_a_killed_workers_sessions(
     b = None
     try:
         sids = [client.start("fleet", f"order-{i}") for i in range(3)]
-        _until(lambda: len(client.pending(kind="client")) == 3)
+        until(lambda: len(client.pending(kind="client")) == 3)
         pending = {p.root_session_id: p for p in client.pending(kind="client")}
         assert set(pending) == set(sids)
         b = harness.start_worker(executor_id="fleet-b")
-        _until(lambda: any(w.executor_id == "fleet-b" for w in list_workers(client.engine)))
+        until(lambda: any(w.executor_id == "fleet-b" for w in list_workers(client.engine)))
         t_kill = time.monotonic()
         a.kill()
         for sid, p in pending.items():  # delivered whenever the survivor gets there
             assert client.submit_tool_result(
                 sid, p.tool_call_id, result={"answer": "ok"}
             ).status == ("accepted")
-        t_adopt = _until(
+        t_adopt = until(
             lambda: any(
                 w.executor_id == "fleet-a" and w.status == "adopted" and w.adopted_by == "fleet-b"
                 for w in list_workers(client.engine)
@@ -93,7 +87,7 @@ def test_sigterm_stops_cleanly_and_the_wait_survives(harness: CrashHarness) -> N
     w = harness.start_worker(executor_id="fleet-term")
     try:
         sid = client.start("fleet", "order-term")
-        _until(lambda: bool(client.pending(session_id=sid)))
+        until(lambda: bool(client.pending(session_id=sid)))
         (p,) = client.pending(session_id=sid)
         code = w.stop(timeout=60)  # SIGTERM: grace, then a clean exit
         assert code == 0, w.log()[-3000:]

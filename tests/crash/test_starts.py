@@ -6,7 +6,6 @@ the announcement path is missing or loses a start.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,8 @@ import pytest
 
 from dbos_agents.store.db import libpq_url
 from dbos_agents.testing import CrashHarness, WorkerProcess
+
+from .waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 REPO = Path(__file__).resolve().parents[2]
@@ -51,14 +52,6 @@ def _watch_backends(url: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def _until(pred: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise TimeoutError("condition not met")
-
 
 def test_a_started_run_is_claimed_at_once_and_one_enqueued_before_launch_too(
     harness: CrashHarness,
@@ -84,4 +77,4 @@ def test_a_start_announced_while_the_listener_reconnects_is_claimed(
         conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
     lost = harness.client.start("crashy", "lookup")  # its NOTIFY reaches nobody
     assert harness.client.wait(lost, timeout=20).status == "completed"
-    _until(lambda: len(_watch_backends(url)) == 1)
+    until(lambda: len(_watch_backends(url)) == 1, timeout=20)
