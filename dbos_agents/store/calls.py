@@ -34,9 +34,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from .. import storable
 from ..records import ToolCallRecord
 from . import pg
-from .pg import Stmt, execute
+from .pg import Db, Stmt, execute
 from .schema import SCHEMA as S
-from .transcript import Db
 from .unavailable import is_unavailable
 
 log = logging.getLogger("dbos_agents")
@@ -222,6 +221,7 @@ _RECORDED = f"SELECT result FROM {S}.tool_calls WHERE session_id = :s AND tool_c
 def recorded_stmt(session_id: str, tool_call_id: str) -> Stmt:
     """The call's committed result, if any (the replay of a ``session.v2`` tool call)."""
     return (_RECORDED, {"s": session_id, "id": tool_call_id})
+
 
 _RECORD = f"""
 WITH u AS (

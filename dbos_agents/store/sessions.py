@@ -19,9 +19,8 @@ import sqlalchemy as sa
 from .. import storable
 from ..messages import Usage
 from ..outcome import RunSpec, SessionInfo
-from .pg import Stmt, execute
+from .pg import Db, Stmt, execute
 from .schema import SCHEMA as S
-from .transcript import Db
 
 BUSY = ("queued", "running")
 
