@@ -159,7 +159,11 @@ class AgentClient:
         storable.check_id(session_id, "session_id")
         if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
             raise InvalidRequestError(f"after_seq must be an int >= 0, got {after_seq!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= event_log.BATCH:
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= event_log.BATCH
+        ):
             raise InvalidRequestError(f"limit must be an int from 1 to {event_log.BATCH}")
         return event_log.read_since(self.engine, session_id, after_seq, limit)
 
@@ -282,7 +286,9 @@ class AgentClient:
     @translated
     def token_generation(self, session_id: str) -> int:
         """The generation a session token must carry to be valid (see ``revoke_tokens``)."""
-        gen = session_rows.token_generation(self.engine, storable.check_id(session_id, "session_id"))
+        gen = session_rows.token_generation(
+            self.engine, storable.check_id(session_id, "session_id")
+        )
         if gen is None:
             raise SessionNotFoundError(session_id)
         return gen

@@ -5,10 +5,13 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-WORKFLOW_NAME = "dbos_agents.session.v2"
-"""What new runs start (server tools replay from the ledger, not DBOS step checkpoints)."""
+WORKFLOW_NAME = "dbos_agents.session.v3"
+"""What new runs start: the model turn, the server tools and the run's end replay from our
+own rows, not DBOS checkpoints (``runtime.execution``)."""
+WORKFLOW_NAME_V2 = "dbos_agents.session.v2"
 WORKFLOW_NAME_V1 = "dbos_agents.session.v1"
-"""Still registered, so runs started before the upgrade recover on their own step sequence."""
+"""v1 and v2 stay registered, so runs started before an upgrade recover on their own step
+sequence."""
 INBOX_TOPIC = "dbos_agents.inbox"
 """Where a persistent session's workflow waits for its next user message."""
 START_CHANNEL = "dbos_agents_starts"

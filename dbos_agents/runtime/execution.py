@@ -3,14 +3,20 @@
 **Fresh steps.** A workflow's steps run in order, and a step is checkpointed before the next
 one starts. So once any step body of this execution has run (rather than replayed its
 checkpoint), every later step is running for the first time ever: no earlier execution got
-that far, or this one would have replayed the step that ran. The model step uses that to
+that far, or this one would have replayed the step that ran. The model turn uses that to
 skip its "was this turn recorded by an earlier execution?" read, and a server tool's
-operation its "was this call recorded?" read, in the common case.
+operation its "was this call recorded?" read, in the common case. (A "checkpoint" here is
+DBOS's row or our own: the turn's rows, a call's result row, each committed before the
+next operation starts.)
 
-**Tool checkpoints.** ``dbos_agents.session.v1`` runs each server tool as a DBOS step;
-``session.v2`` runs it as a plain operation whose replay is the result row in the ledger
-(``steps.tool_op``). v1 stays registered so workflows started before an upgrade recover on
-the step sequence they were started with.
+**Workflow versions.** Each version keeps the DBOS operation sequence it was started with,
+so a run recovers on the sequence it began with:
+
+| version | model turn | server tool | run's end (``finish_run``) |
+|---|---|---|---|
+| ``session.v1`` | DBOS step | DBOS step | datasource transaction |
+| ``session.v2`` | DBOS step | our result row | datasource transaction |
+| ``session.v3`` | our turn rows | our result row | fenced, idempotent plain write |
 
 The state is one mutable cell per workflow execution, set on entry by the workflow; steps
 (and the concurrent tool calls' tasks, which copy the context) see the same cell.
@@ -21,19 +27,21 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+LATEST = 3
+
 
 @dataclass
 class _Execution:
-    tool_checkpoints: bool
+    version: int
     ran: bool = False
 
 
 _current: ContextVar[_Execution | None] = ContextVar("dbos_agents_execution", default=None)
 
 
-def begin_execution(*, tool_checkpoints: bool) -> None:
+def begin_execution(*, version: int) -> None:
     """Called first thing by the workflow body: nothing has run in this execution yet."""
-    _current.set(_Execution(tool_checkpoints=tool_checkpoints))
+    _current.set(_Execution(version=version))
 
 
 def step_ran() -> None:
@@ -49,7 +57,18 @@ def later_steps_are_new() -> bool:
     return cell is not None and cell.ran
 
 
+def version() -> int:
+    """This execution's workflow version (outside a workflow: the latest)."""
+    cell = _current.get()
+    return LATEST if cell is None else cell.version
+
+
 def tool_checkpoints() -> bool:
     """Whether server tools run as DBOS steps in this execution (``session.v1``)."""
     cell = _current.get()
-    return cell is None or cell.tool_checkpoints
+    return cell is None or cell.version == 1
+
+
+def model_checkpoints() -> bool:
+    """Whether the model turn and the run's end are DBOS checkpoints (v1, v2)."""
+    return version() < 3

@@ -188,7 +188,8 @@ class Ledger:
                 sessions.add_usage_stmt(sid, usage),
             ]
 
-        head = [sessions.lock_stmt(sid), *_result_stmts(spec, previous)]
+        # Fenced: an interrupted run (or one a newer run overtook) records no turn.
+        head = [sessions.lock_running_stmt(sid, spec["run_seq"]), *_result_stmts(spec, previous)]
 
         async def write() -> dict[str, Any]:
             if not expect_notices:  # the common case: one script, one round trip
@@ -209,7 +210,11 @@ class Ledger:
         async def write_once() -> dict[str, Any]:
             try:
                 return await write()
-            except psycopg.errors.UniqueViolation:
+            except psycopg.Error as exc:
+                if sessions.is_fence(exc):
+                    raise sessions.RunFenced(sid) from None
+                if not isinstance(exc, psycopg.errors.UniqueViolation):
+                    raise
                 # Another execution of this run (a stale owner still running, or the new
                 # one) recorded this turn first: its turn is the turn, as on a replay.
                 recorded, _ = await self.turn_state(spec, turn)
@@ -236,6 +241,41 @@ class Ledger:
             await _write_results(self.db, spec, results)
         await pending.close_open(self.db, spec["session_id"], f"run_{status}")
         return await sessions.finish(self.db, spec, status, output, error, open_inbox)
+
+    async def end_run(
+        self,
+        spec: RunSpec,
+        status: str,
+        output: str | None,
+        error: str | None,
+        open_inbox: bool = False,
+        results: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """``finish_run`` for ``session.v3``: no checkpoint, one plain transaction whose
+        every write is fenced on ``run_seq`` and idempotent (results of calls already
+        answered are skipped, the outcome is set only while the run is busy), so running it
+        again, even after a newer run began, changes nothing."""
+        sid, run = spec["session_id"], spec["run_seq"]
+        tail = [
+            pending.close_open_stmt(sid, f"run_{status}", run),
+            sessions.finish_stmt(spec, status, output, error, open_inbox),
+        ]
+
+        async def write() -> None:
+            if not results:  # the common case: one script, one round trip
+                await pg.script(self.ds.engine, [sessions.lock_stmt(sid), *tail])
+                return
+            async with pg.transaction(self.ds.engine) as batch:
+                cur = await batch.send(sessions.run_seq_stmt(sid))
+                ids = [r["tool_call_id"] for r in results]
+                answered = await batch.send(transcript.answered_stmt(sid, ids))
+                if [r.run_seq for r in await cur.fetchall()] == [run]:
+                    done = {r.tool_call_id for r in await answered.fetchall()}
+                    todo = [r for r in results if r["tool_call_id"] not in done]
+                    await batch.send_all(_result_stmts(spec, todo))
+                await batch.send_all(tail)
+
+        await calls.retry_transient("finish run", write)
 
     async def _close_inbox(self, session_id: str, run_seq: int) -> bool:
         return await sessions.close_inbox(self.db, session_id, run_seq)

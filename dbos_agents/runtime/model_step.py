@@ -1,4 +1,7 @@
-"""The model step (``dbos_agents.model.v2``): one turn of the model, recorded with it.
+"""The model turn: one call of the model, recorded with everything the turn produced.
+
+In ``session.v3`` it is a plain operation whose checkpoint is the turn's own rows; in v1
+and v2 runs it is the DBOS step ``dbos_agents.model.v2`` (see ``execution``).
 
 The step calls the model (retrying transient provider errors inside the step) and then, in
 one plain transaction of its own, records everything the turn produced: the previous
@@ -6,9 +9,11 @@ turn's tool results, late-answer notices, the assistant message, one ledger row 
 usage, and the step's own output. The turn costs one DBOS checkpoint and one transaction,
 not a checkpoint plus two datasource transactions.
 
-If the worker dies after that transaction but before DBOS checkpoints the step, the step
-runs again, finds the recorded turn and returns it: the model is not asked twice. If it
-dies before the transaction, nothing of the turn was recorded and the model is asked again.
+If the worker dies after that transaction (but, in v1/v2, before DBOS checkpoints the
+step), the turn runs again, finds the recorded turn and returns it: the model is not asked
+twice. If it dies before the transaction, nothing of the turn was recorded and the model is
+asked again. The transaction is fenced on the run (``sessions.lock_running_stmt``): an
+interrupted run records no turn, and the workflow stops as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -26,11 +31,14 @@ from ..ids import idempotency_key
 from ..messages import Message, ModelResponse, ToolCall
 from ..models.base import ModelRequest
 from ..outcome import RunSpec
+from ..store.sessions import RunFenced
+from . import _dbos_compat as compat
 from . import drain, execution
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import kind_of
 from .ledger import LedgerCall
+from .steps import RunInterrupted
 
 log = logging.getLogger("dbos_agents")
 
@@ -85,8 +93,7 @@ async def _complete(req: ModelRequest) -> ModelResponse:
     raise AssertionError("unreachable")
 
 
-@DBOS.step(name="dbos_agents.model.v2")
-async def model_step(
+async def model_turn(
     spec: RunSpec,
     turn: int,
     request: ModelRequest,
@@ -96,7 +103,8 @@ async def model_step(
     late_possible: bool,
 ) -> dict[str, Any]:
     """One model turn, recorded (see the module doc). Returns ``{"response": ModelResponse
-    (call ids made unique), "notices": [late-answer messages delivered before it]}``.
+    (call ids made unique), "notices": [late-answer messages delivered before it]}``;
+    raises ``RunInterrupted`` when the run was fenced off before its turn was recorded.
 
     The first read is skipped when it can find nothing: no earlier execution can have
     recorded this turn (``execution``) and no wait of this run timed out, so no late answer
@@ -114,7 +122,12 @@ async def model_step(
         req = request  # a step's arguments are not checkpointed: no need to dump them
         if notices:
             req = req.model_copy(update={"messages": [*req.messages, *notices]})
-        response = await _complete(req)
+        # Outside the workflow's DBOS context in v3, as a tool handler: an adapter's DBOS
+        # calls cannot shift the workflow's operation ids.
+        call_model = _complete(req)
+        response = await (
+            call_model if execution.model_checkpoints() else compat.outside_workflow(call_model)
+        )
         crash_point("model_answered")
         agent = ctx.agent(spec["agent"])
         calls = unique_ids(response.tool_calls, set(used_ids), turn, namespace)
@@ -133,16 +146,23 @@ async def model_step(
             )
             for c in calls
         ]
-        output = await ledger.record_turn(
-            spec,
-            turn,
-            previous,
-            Message(role="assistant", content=response.text, tool_calls=calls),
-            ledger_calls,
-            response.usage,
-            response.model,
-            response.model_dump(mode="json"),
-            expect_notices=bool(notices),
-        )
+        try:
+            output = await ledger.record_turn(
+                spec,
+                turn,
+                previous,
+                Message(role="assistant", content=response.text, tool_calls=calls),
+                ledger_calls,
+                response.usage,
+                response.model,
+                response.model_dump(mode="json"),
+                expect_notices=bool(notices),
+            )
+        except RunFenced:
+            raise RunInterrupted(f"turn {turn}") from None
         crash_point("model_call")
         return output
+
+
+model_step = DBOS.step(name="dbos_agents.model.v2")(model_turn)
+"""The model turn as a DBOS step, for ``session.v1`` and ``v2`` runs."""

@@ -169,7 +169,7 @@ def child_session_id(parent_workflow_id: str, tool_call_id: str) -> str:
 
 async def start_sub_agent(spec: RunSpec, sub: Agent, tool_call_id: str, arguments: str) -> Any:
     """Start the child workflow (deterministic id); returns its handle."""
-    from .workflow import session_workflow, session_workflow_v1
+    from .workflow import VERSIONS
 
     parent_wf = DBOS.workflow_id
     assert parent_wf is not None
@@ -187,7 +187,7 @@ async def start_sub_agent(spec: RunSpec, sub: Agent, tool_call_id: str, argument
     )
     # A child runs the parent's workflow version: a recovering v1 parent replays the start
     # of a v1 child.
-    workflow = session_workflow_v1 if execution.tool_checkpoints() else session_workflow
+    workflow = VERSIONS[execution.version()]
     with SetWorkflowID(child):
         return await DBOS.start_workflow_async(workflow, child_spec)
 

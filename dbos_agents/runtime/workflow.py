@@ -1,11 +1,11 @@
-"""The session workflow (``dbos_agents.session.v2``): the agent loop as a DBOS workflow.
+"""The session workflow (``dbos_agents.session.v3``): the agent loop as a DBOS workflow.
 
-Per turn: the model step (which records the previous turn's tool results and its own turn
-in one transaction) -> the server tools, concurrently, each an attempt that records its own
-result row and replays from it (``steps.tool_op``; ``session.v1``, still registered for
-runs started before an upgrade, ran each as a DBOS step on a step id reserved in call
-order). The body is deterministic: it reads no clock, no randomness
-and no environment, and all I/O is in steps.
+Per turn: the model turn (which records the previous turn's tool results and its own turn
+in one transaction, and replays from those rows) -> the server tools, concurrently, each
+an attempt that records its own result row and replays from it (``steps.tool_op``). Older
+versions, still registered for runs started before an upgrade, checkpoint some of these as
+DBOS steps (the table in ``execution``). The body is deterministic: it reads no clock, no
+randomness and no environment, and all I/O is in steps or replays from our own rows.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from ..agent import Agent
 from ..errors import ModelError, UnknownAgentError
-from ..ids import INBOX_TOPIC, WORKFLOW_NAME, WORKFLOW_NAME_V1, run_event_key
+from ..ids import INBOX_TOPIC, WORKFLOW_NAME, WORKFLOW_NAME_V1, WORKFLOW_NAME_V2, run_event_key
 from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
@@ -32,7 +32,7 @@ from . import execution, outcomes
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import Planned, Turn, kind_of
-from .model_step import model_step
+from .model_step import model_step, model_turn
 from .steps import RunInterrupted
 from .waits import TIMEOUT_KIND
 
@@ -132,22 +132,46 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
     and runs the next message in the same workflow; each run's outcome is published as the
     workflow event ``run:<run_seq>``.
     """
-    return await _session(spec, tool_checkpoints=False)
+    return await _session(spec, version=3)
+
+
+@DBOS.workflow(name=WORKFLOW_NAME_V2)
+async def session_workflow_v2(spec: RunSpec) -> dict[str, Any]:
+    """``session.v2``: the model turn a DBOS step; only runs started before v3 execute it."""
+    return await _session(spec, version=2)
 
 
 @DBOS.workflow(name=WORKFLOW_NAME_V1)
 async def session_workflow_v1(spec: RunSpec) -> dict[str, Any]:
-    """``session.v1``: the same loop with each server tool a DBOS step (see the module
-    doc); only runs started before the upgrade execute it."""
-    return await _session(spec, tool_checkpoints=True)
+    """``session.v1``: the model turn and each server tool a DBOS step; only runs started
+    before v2 execute it."""
+    return await _session(spec, version=1)
 
 
-async def _session(spec: RunSpec, *, tool_checkpoints: bool) -> dict[str, Any]:
-    execution.begin_execution(tool_checkpoints=tool_checkpoints)
+VERSIONS = {1: session_workflow_v1, 2: session_workflow_v2, 3: session_workflow}
+"""Each workflow version by number (a sub-agent runs its parent's version)."""
+
+
+async def _finish(
+    spec: RunSpec,
+    status: str,
+    output: str | None,
+    error: str | None,
+    open_inbox: bool = False,
+    results: list[dict[str, Any]] | None = None,
+) -> None:
+    """The run's end, a checkpointed datasource transaction before v3 (``execution``)."""
+    ledger = get_context().ledger
+    end = ledger.finish_run if execution.model_checkpoints() else ledger.end_run
+    await end(spec, status, output, error, open_inbox, results)
+
+
+async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
+    execution.begin_execution(version=version)
     try:
         agent = get_context().agent(spec["agent"])
     except UnknownAgentError as exc:  # a client started an agent no worker knows
-        await get_context().ledger.finish_run(spec, "failed", None, str(exc))
+        await _finish(spec, "failed", None, str(exc))
         return RunOutcome(
             session_id=spec["session_id"], run_seq=spec["run_seq"], status="failed", error=str(exc)
         ).model_dump(mode="json")
@@ -169,9 +193,7 @@ async def _session(spec: RunSpec, *, tool_checkpoints: bool) -> dict[str, Any]:
                 error=_public_error(exc),
             )
         wait_next = agent.persistent and outcome.status != "interrupted"
-        await get_context().ledger.finish_run(
-            spec, outcome.status, outcome.output, outcome.error, wait_next, unrecorded
-        )
+        await _finish(spec, outcome.status, outcome.output, outcome.error, wait_next, unrecorded)
         # Every run publishes its outcome: DBOS wakes a waiting get_event by notification,
         # so SessionHandle.result() returns without polling; a waiter in this process is
         # handed it directly once it is durable.
@@ -227,8 +249,9 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
             status = "budget_exhausted"
             break
         turn_no = prior_turns + turns + 1
+        turn_op = model_step if execution.model_checkpoints() else model_turn
         try:
-            step_out = await model_step(
+            step_out = await turn_op(
                 spec,
                 turn_no,
                 ModelRequest(
@@ -245,6 +268,9 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
             )
         except ModelError as exc:
             status, error = "failed", str(exc)
+            break
+        except RunInterrupted:  # fenced off before its turn was recorded
+            status = "interrupted"
             break
         except DBOSException:
             raise

@@ -147,9 +147,7 @@ class SessionTokens:
         expires = min(now + self.ttl_seconds, born + self.max_lifetime_seconds)
         if expires <= now:
             raise TokenError("token lifetime exhausted: start a new session or sign in again")
-        signed_part = (
-            f"{TOKEN_VERSION}.{_b64(session_id.encode())}.{expires}.{born}.{generation}"
-        )
+        signed_part = f"{TOKEN_VERSION}.{_b64(session_id.encode())}.{expires}.{born}.{generation}"
         return IssuedToken(
             token=f"{signed_part}.{self._sign(signed_part)}",
             expires_at=datetime.fromtimestamp(expires, UTC),

@@ -130,5 +130,3 @@ class ErrorBody(BaseModel):
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     database: str
-
-

@@ -101,17 +101,28 @@ async def resolve(db: Db, root_session_id: str, tool_call_id: str) -> None:
     await execute(db, resolve_stmt(root_session_id, tool_call_id))
 
 
+_CLOSE_OPEN = (
+    f"UPDATE {S}.pending_calls SET status = 'closed', close_reason = :why,"
+    " resolved_at = now() WHERE owner_session_id = :s AND status IN ('waiting', 'submitted')"
+)
+
+
 async def close_open(db: Db, owner_session_id: str, reason: str) -> int:
     """The run that owns these waits ended: nobody will read them any more."""
     r = await db.execute(
-        sa.text(
-            f"UPDATE {S}.pending_calls SET status = 'closed', close_reason = :why,"
-            " resolved_at = now() WHERE owner_session_id = :s AND status IN ('waiting',"
-            " 'submitted') RETURNING tool_call_id"
-        ),
-        {"s": owner_session_id, "why": reason},
+        sa.text(_CLOSE_OPEN + " RETURNING tool_call_id"), {"s": owner_session_id, "why": reason}
     )
     return len(r.all())
+
+
+def close_open_stmt(owner_session_id: str, reason: str, run_seq: int) -> Stmt:
+    """``close_open``, fenced on the run: only while ``run_seq`` is the session's run, so
+    a replay of a run's end after a newer run began closes none of the newer run's waits."""
+    return (
+        _CLOSE_OPEN + f" AND EXISTS (SELECT 1 FROM {S}.sessions WHERE id = :s AND"
+        " run_seq = CAST(:run AS bigint))",
+        {"s": owner_session_id, "why": reason, "run": run_seq},
+    )
 
 
 def take_late_answers_stmt(owner_session_id: str) -> Stmt:

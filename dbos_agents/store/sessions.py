@@ -210,6 +210,32 @@ def lock_stmt(session_id: str) -> Stmt:
     return (f"SELECT 1 FROM {S}.sessions WHERE id = :s FOR UPDATE", {"s": session_id})
 
 
+RUN_FENCE_SQLSTATE = "DA001"
+
+
+class RunFenced(Exception):
+    """The run is no longer the session's running one (interrupted, or a newer run owns
+    the row): the write that found out changed nothing."""
+
+
+def lock_running_stmt(session_id: str, run_seq: int) -> Stmt:
+    """``lock_stmt``, fenced: fails with ``RUN_FENCE_SQLSTATE`` (aborting the transaction)
+    unless ``run_seq`` is the session's running run (migration 0010)."""
+    return (
+        f"SELECT {S}.lock_running_run(:s, CAST(:r AS bigint))",
+        {"s": session_id, "r": run_seq},
+    )
+
+
+def is_fence(exc: BaseException) -> bool:
+    return getattr(exc, "sqlstate", None) == RUN_FENCE_SQLSTATE
+
+
+def run_seq_stmt(session_id: str) -> Stmt:
+    """``lock_stmt`` that returns the row's ``run_seq``."""
+    return (f"SELECT run_seq FROM {S}.sessions WHERE id = :s FOR UPDATE", {"s": session_id})
+
+
 async def lock_in_run(db: Db, session_id: str) -> None:
     await execute(db, lock_stmt(session_id))
 
@@ -229,22 +255,15 @@ async def touch(db: Db, session_id: str) -> None:
     )
 
 
-async def finish(
-    db: Db,
-    spec: RunSpec,
-    status: str,
-    output: str | None,
-    error: str | None,
-    open_inbox: bool,
-) -> bool:
-    """Record how the run ended, only while this run still owns the row (same ``run_seq``,
-    not interrupted); False when fenced off."""
-    r = await db.execute(
-        sa.text(
-            f"UPDATE {S}.sessions SET status = :st, final_output = :out, error = :err,"
-            " inbox_open = :inbox, updated_at = now() WHERE id = :s AND run_seq = :run"
-            " AND status IN ('queued', 'running') RETURNING id"
-        ),
+def finish_stmt(
+    spec: RunSpec, status: str, output: str | None, error: str | None, open_inbox: bool
+) -> Stmt:
+    """How the run ended, only while this run still owns the row (same ``run_seq``, not
+    interrupted): a no-op otherwise, so running it again changes nothing."""
+    return (
+        f"UPDATE {S}.sessions SET status = :st, final_output = :out, error = :err,"
+        " inbox_open = :inbox, updated_at = now() WHERE id = :s AND run_seq = :run"
+        " AND status IN ('queued', 'running')",
         {
             "st": status,
             "out": storable.optional_text(output),
@@ -254,6 +273,19 @@ async def finish(
             "run": spec["run_seq"],
         },
     )
+
+
+async def finish(
+    db: Db,
+    spec: RunSpec,
+    status: str,
+    output: str | None,
+    error: str | None,
+    open_inbox: bool,
+) -> bool:
+    """``finish_stmt`` in a datasource transaction; False when fenced off."""
+    sql, params = finish_stmt(spec, status, output, error, open_inbox)
+    r = await db.execute(sa.text(sql + " RETURNING id"), params)
     return r.first() is not None
 
 

@@ -115,17 +115,21 @@ def turn_state(row: Any) -> tuple[dict[str, Any] | None, list[Any]]:
     return (None if row.recorded is None else dict(row.recorded)), late
 
 
-async def answered_calls(db: Db, session_id: str, tool_call_ids: list[str]) -> set[str]:
-    """Which of these calls already have their tool message."""
-    if not tool_call_ids:
-        return set()
-    r = await db.execute(
-        sa.text(
-            f"SELECT tool_call_id FROM {S}.messages WHERE session_id = :s AND role = 'tool'"
-            " AND tool_call_id = ANY(:ids)"
-        ),
+def answered_stmt(session_id: str, tool_call_ids: list[str]) -> Stmt:
+    """Which of these calls already have their tool message (rows of ``tool_call_id``)."""
+    return (
+        f"SELECT tool_call_id FROM {S}.messages WHERE session_id = :s AND role = 'tool'"
+        " AND tool_call_id = ANY(:ids)",
         {"s": session_id, "ids": tool_call_ids},
     )
+
+
+async def answered_calls(db: Db, session_id: str, tool_call_ids: list[str]) -> set[str]:
+    """``answered_stmt`` in a datasource transaction."""
+    if not tool_call_ids:
+        return set()
+    sql, params = answered_stmt(session_id, tool_call_ids)
+    r = await db.execute(sa.text(sql), params)
     return {row.tool_call_id for row in r}
 
 

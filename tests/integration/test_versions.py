@@ -1,19 +1,27 @@
-"""Workflow versions: new runs are ``session.v2`` (server tools replay from the ledger, no
-DBOS step of their own); ``session.v1`` stays registered and still runs, so a run started
-before an upgrade recovers on the step sequence it began with."""
+"""Workflow versions: new runs are ``session.v3`` (the model turn, the server tools and the
+run's end replay from our rows, no DBOS step of their own); ``session.v2`` and ``v1`` stay
+registered and still run, so a run started before an upgrade recovers on the step
+sequence it began with."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import psycopg
 import pytest
 from dbos import DBOS, SetWorkflowID
 
 from dbos_agents import AgentClient, AgentRuntime
-from dbos_agents.ids import WORKFLOW_NAME, WORKFLOW_NAME_V1, new_session_id, run_workflow_id
+from dbos_agents.ids import (
+    WORKFLOW_NAME,
+    WORKFLOW_NAME_V1,
+    WORKFLOW_NAME_V2,
+    new_session_id,
+    run_workflow_id,
+)
 from dbos_agents.outcome import RunSpec
-from dbos_agents.runtime.workflow import session_workflow_v1
+from dbos_agents.runtime.workflow import session_workflow_v1, session_workflow_v2
 from dbos_agents.store import sessions
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -35,22 +43,8 @@ def _steps(url: str, workflow_id: str) -> tuple[str, list[str]]:
     return str(name), steps
 
 
-async def test_v2_runs_tools_without_step_checkpoints_and_v1_still_runs(
-    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
-) -> None:
-    h = await runtime.start("support", "v2 please")
-    out = await h.result()
-    assert out.status == "completed"
-    name, steps = await asyncio.to_thread(_steps, integration_database_url, h.workflow_id)
-    assert name == WORKFLOW_NAME
-    assert not [s for s in steps if s.startswith("dbos_agents.tool.v1:")], steps
-    v2_calls = await asyncio.to_thread(client.tool_calls, h.session_id)
-    assert [(c.tool, c.status, c.attempts) for c in v2_calls] == [
-        ("get_order", "completed", 1),
-        ("refund", "completed", 1),
-    ]
-
-    # A run as a pre-upgrade worker would have started it.
+async def _start_old(client: AgentClient, workflow: Any, message: str) -> Any:
+    """A run as a pre-upgrade worker would have started it."""
     sid = new_session_id()
     with client.engine.begin() as conn:
         sessions.insert_queued(conn, sid, "support", None, None)
@@ -60,12 +54,41 @@ async def test_v2_runs_tools_without_step_checkpoints_and_v1_still_runs(
         parent_session_id=None,
         agent="support",
         run_seq=1,
-        message="v1 please",
+        message=message,
         user_id=None,
         tenant_id=None,
     )
     with SetWorkflowID(run_workflow_id(sid, 1)):
-        handle = await DBOS.start_workflow_async(session_workflow_v1, spec)
+        return await DBOS.start_workflow_async(workflow, spec)
+
+
+async def test_v3_checkpoints_only_dbos_operations_and_v2_v1_still_run(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    h = await runtime.start("support", "v3 please")
+    out = await h.result()
+    assert out.status == "completed"
+    name, steps = await asyncio.to_thread(_steps, integration_database_url, h.workflow_id)
+    assert name == WORKFLOW_NAME
+    # No model or tool step, no run-end transaction: begin, the outcome event, nothing else.
+    assert steps == ["dbos_agents.begin_run.v2", "DBOS.setEvent"], steps
+    v3_calls = await asyncio.to_thread(client.tool_calls, h.session_id)
+    assert [(c.tool, c.status, c.attempts) for c in v3_calls] == [
+        ("get_order", "completed", 1),
+        ("refund", "completed", 1),
+    ]
+    info = await asyncio.to_thread(client.session, h.session_id)
+    assert (info.status, info.turns) == ("completed", out.turns)
+
+    handle = await _start_old(client, session_workflow_v2, "v2 please")
+    assert (await handle.get_result())["status"] == "completed"
+    name, steps = await asyncio.to_thread(_steps, integration_database_url, handle.workflow_id)
+    assert name == WORKFLOW_NAME_V2
+    assert steps.count("dbos_agents.model.v2") == out.turns, steps
+    assert "dbos_agents.finish_run.v3" in steps
+    assert not [s for s in steps if s.startswith("dbos_agents.tool.v1:")], steps
+
+    handle = await _start_old(client, session_workflow_v1, "v1 please")
     assert (await handle.get_result())["status"] == "completed"
     name, steps = await asyncio.to_thread(_steps, integration_database_url, handle.workflow_id)
     assert name == WORKFLOW_NAME_V1
@@ -73,7 +96,9 @@ async def test_v2_runs_tools_without_step_checkpoints_and_v1_still_runs(
         "dbos_agents.tool.v1:get_order",
         "dbos_agents.tool.v1:refund",
     ]
-    v1_calls = await asyncio.to_thread(client.tool_calls, sid)
-    assert [(c.tool, c.status, c.attempts) for c in v1_calls] == [
-        (c.tool, c.status, c.attempts) for c in v2_calls
-    ]
+    assert steps.count("dbos_agents.model.v2") == out.turns, steps
+    for wf in (h.session_id, handle.workflow_id):
+        calls = await asyncio.to_thread(client.tool_calls, wf.split(":")[0])
+        assert [(c.tool, c.status, c.attempts) for c in calls] == [
+            (c.tool, c.status, c.attempts) for c in v3_calls
+        ]
