@@ -136,7 +136,7 @@ class Ledger:
         began = await sessions.begin(db, spec, workflow_id)
         await sessions.lock_in_run(db, spec["session_id"])
         await self._close_dangling_calls(spec)
-        for notice in _late_notices(await pending.take_late_answers(db, spec["session_id"])):
+        for notice in late_notices(await pending.take_late_answers(db, spec["session_id"])):
             await pg.execute(db, transcript.append_stmt(spec, None, notice))
         user = Message(role="user", content=spec["message"])
         await pg.execute(db, transcript.append_stmt(spec, None, user))
@@ -153,7 +153,7 @@ class Ledger:
             async with pg.driver(self.ds.engine, autocommit=True) as conn:
                 (row,) = await pg.fetch(conn, transcript.turn_state_stmt(spec, turn))
             recorded, late = transcript.turn_state(row)
-            return recorded, _late_notices(late)
+            return recorded, late_notices(late)
 
         return await calls.retry_transient("read turn state", read)
 
@@ -189,7 +189,7 @@ class Ledger:
             ]
 
         # Fenced: an interrupted run (or one a newer run overtook) records no turn.
-        head = [sessions.lock_running_stmt(sid, spec["run_seq"]), *_result_stmts(spec, previous)]
+        head = [sessions.lock_running_stmt(sid, spec["run_seq"]), *result_stmts(spec, previous)]
 
         async def write() -> dict[str, Any]:
             if not expect_notices:  # the common case: one script, one round trip
@@ -199,7 +199,7 @@ class Ledger:
             async with pg.transaction(self.ds.engine) as batch:
                 await batch.send_all(head)
                 late = await batch.send(pending.take_late_answers_stmt(sid))
-                notices = _late_notices(await late.fetchall())
+                notices = late_notices(await late.fetchall())
                 output = {
                     "response": response,
                     "notices": [m.model_dump(mode="json") for m in notices],
@@ -242,41 +242,6 @@ class Ledger:
         await pending.close_open(self.db, spec["session_id"], f"run_{status}")
         return await sessions.finish(self.db, spec, status, output, error, open_inbox)
 
-    async def end_run(
-        self,
-        spec: RunSpec,
-        status: str,
-        output: str | None,
-        error: str | None,
-        open_inbox: bool = False,
-        results: list[dict[str, Any]] | None = None,
-    ) -> None:
-        """``finish_run`` for ``session.v3``: no checkpoint, one plain transaction whose
-        every write is fenced on ``run_seq`` and idempotent (results of calls already
-        answered are skipped, the outcome is set only while the run is busy), so running it
-        again, even after a newer run began, changes nothing."""
-        sid, run = spec["session_id"], spec["run_seq"]
-        tail = [
-            pending.close_open_stmt(sid, f"run_{status}", run),
-            sessions.finish_stmt(spec, status, output, error, open_inbox),
-        ]
-
-        async def write() -> None:
-            if not results:  # the common case: one script, one round trip
-                await pg.script(self.ds.engine, [sessions.lock_stmt(sid), *tail])
-                return
-            async with pg.transaction(self.ds.engine) as batch:
-                cur = await batch.send(sessions.run_seq_stmt(sid))
-                ids = [r["tool_call_id"] for r in results]
-                answered = await batch.send(transcript.answered_stmt(sid, ids))
-                if [r.run_seq for r in await cur.fetchall()] == [run]:
-                    done = {r.tool_call_id for r in await answered.fetchall()}
-                    todo = [r for r in results if r["tool_call_id"] not in done]
-                    await batch.send_all(_result_stmts(spec, todo))
-                await batch.send_all(tail)
-
-        await calls.retry_transient("finish run", write)
-
     async def _close_inbox(self, session_id: str, run_seq: int) -> bool:
         return await sessions.close_inbox(self.db, session_id, run_seq)
 
@@ -317,24 +282,26 @@ class Ledger:
         """Calls left without a result by an interrupted run get one, so the transcript
         stays well-formed (every tool call answered) before the next user message."""
         rows = await calls.unanswered(self.db, spec["session_id"])
-        await _write_results(
-            self.db,
-            spec,
-            [
-                dict(r.result)
-                if r.result is not None  # the attempt finished after all: its result
-                else ToolResult.failure(
-                    r.tool_call_id,
-                    r.tool,
-                    "interrupted",
-                    _DANGLING["requested" if r.status == "requested" else "dispatched"],
-                ).model_dump(mode="json")
-                for r in rows
-            ],
-        )
+        await _write_results(self.db, spec, dangling_results(rows))
 
 
-def _result_stmts(spec: RunSpec, results: list[dict[str, Any]]) -> list[pg.Stmt]:
+def dangling_results(rows: list[Any]) -> list[dict[str, Any]]:
+    """The results of ``calls.unanswered`` rows: what an attempt recorded after all, else
+    an ``interrupted`` failure saying whether the call may have run."""
+    return [
+        dict(r.result)
+        if r.result is not None
+        else ToolResult.failure(
+            r.tool_call_id,
+            r.tool,
+            "interrupted",
+            _DANGLING["requested" if r.status == "requested" else "dispatched"],
+        ).model_dump(mode="json")
+        for r in rows
+    ]
+
+
+def result_stmts(spec: RunSpec, results: list[dict[str, Any]]) -> list[pg.Stmt]:
     """Per result: its tool message, its ledger row settled, its wait resolved. The
     caller holds the session row lock (message numbers)."""
     stmts: list[pg.Stmt] = []
@@ -356,11 +323,11 @@ async def _write_results(db: Any, spec: RunSpec, results: list[dict[str, Any]]) 
     done = await transcript.answered_calls(
         db, spec["session_id"], [r["tool_call_id"] for r in results]
     )
-    for stmt in _result_stmts(spec, [r for r in results if r["tool_call_id"] not in done]):
+    for stmt in result_stmts(spec, [r for r in results if r["tool_call_id"] not in done]):
         await pg.execute(db, stmt)
 
 
-def _late_notices(rows: list[Any]) -> list[Message]:
+def late_notices(rows: list[Any]) -> list[Message]:
     """One system message per late answer, in call order."""
     return [
         Message(

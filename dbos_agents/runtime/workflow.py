@@ -28,7 +28,7 @@ from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
 from ..results import ToolResult
-from . import execution, outcomes
+from . import execution, outcomes, run_bounds
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import Planned, Turn, kind_of
@@ -162,8 +162,10 @@ async def _finish(
 ) -> None:
     """The run's end, a checkpointed datasource transaction before v3 (``execution``)."""
     ledger = get_context().ledger
-    end = ledger.finish_run if execution.model_checkpoints() else ledger.end_run
-    await end(spec, status, output, error, open_inbox, results)
+    if execution.model_checkpoints():
+        await ledger.finish_run(spec, status, output, error, open_inbox, results)
+    else:
+        await run_bounds.end(ledger.ds.engine, spec, status, output, error, open_inbox, results)
 
 
 async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
@@ -218,7 +220,10 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
     results of its last turn of tools if no model step recorded them (the run stopped at
     ``max_turns``, the budget or a model failure); ``finish_run`` records those."""
     ledger = get_context().ledger
-    begun = await ledger.begin_run(spec)
+    if execution.model_checkpoints():
+        begun = await ledger.begin_run(spec)
+    else:
+        begun = await run_bounds.begin(ledger.ds.engine, spec)
     if not begun["began"]:  # interrupted (or overtaken) before it began: do nothing more
         out = RunOutcome(
             session_id=spec["session_id"], run_seq=spec["run_seq"], status="interrupted"

@@ -143,18 +143,21 @@ async def settle(db: Db, session_id: str, result: dict[str, Any]) -> None:
     await execute(db, settle_stmt(session_id, result))
 
 
-async def unanswered(db: Db, session_id: str) -> list[sa.Row[Any]]:
+def unanswered_stmt(session_id: str) -> Stmt:
     """Calls of earlier runs whose result never reached the transcript (their run was
     interrupted); ``result`` is set when an attempt finished and recorded one anyway."""
-    rows = await _exec(
-        db,
+    return (
         f"SELECT t.tool_call_id, t.tool, t.kind, t.status, t.result FROM {S}.tool_calls t"
         f" WHERE t.session_id = :s AND NOT EXISTS (SELECT 1 FROM {S}.messages m"
         " WHERE m.session_id = t.session_id AND m.tool_call_id = t.tool_call_id"
         " AND m.role = 'tool') ORDER BY t.turn, t.tool_call_id",
-        s=session_id,
+        {"s": session_id},
     )
-    return list(rows.all())
+
+
+async def unanswered(db: Db, session_id: str) -> list[sa.Row[Any]]:
+    """``unanswered_stmt`` in a datasource transaction."""
+    return list((await pg.execute(db, unanswered_stmt(session_id))).all())
 
 
 # --- a server tool's attempt: lock, dispatch mark, result row --------------------------------

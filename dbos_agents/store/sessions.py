@@ -167,18 +167,16 @@ def revoke_tokens(engine: sa.Engine, session_id: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-async def begin(db: Db, spec: RunSpec, workflow_id: str) -> bool:
-    """Mark the run ``running`` (a sub-agent's row is created here). False when the run is
-    fenced off: the session was interrupted, or a newer run owns it."""
-    r = await db.execute(
-        sa.text(
-            f"INSERT INTO {S}.sessions AS cur (id, root_session_id, parent_session_id, agent,"
-            " status, user_id, tenant_id, run_seq, workflow_id) VALUES (:id, :root, :parent,"
-            " :agent, 'running', :u, :t, :run, :wf) ON CONFLICT (id) DO UPDATE SET"
-            " status = 'running', workflow_id = excluded.workflow_id, error = NULL,"
-            " final_output = NULL, updated_at = now() WHERE cur.run_seq = excluded.run_seq"
-            " AND cur.status IN ('queued', 'running') RETURNING id"
-        ),
+def begin_stmt(spec: RunSpec, workflow_id: str) -> Stmt:
+    """Mark the run ``running`` (a sub-agent's row is created here); returns a row unless
+    the run is fenced off: the session was interrupted, or a newer run owns it."""
+    return (
+        f"INSERT INTO {S}.sessions AS cur (id, root_session_id, parent_session_id, agent,"
+        " status, user_id, tenant_id, run_seq, workflow_id) VALUES (:id, :root, :parent,"
+        " :agent, 'running', :u, :t, :run, :wf) ON CONFLICT (id) DO UPDATE SET"
+        " status = 'running', workflow_id = excluded.workflow_id, error = NULL,"
+        " final_output = NULL, updated_at = now() WHERE cur.run_seq = excluded.run_seq"
+        " AND cur.status IN ('queued', 'running') RETURNING id",
         {
             "id": spec["session_id"],
             "root": spec["root_session_id"],
@@ -190,17 +188,24 @@ async def begin(db: Db, spec: RunSpec, workflow_id: str) -> bool:
             "wf": workflow_id,
         },
     )
-    began = r.first() is not None
+
+
+def mark_interrupted_stmt(session_id: str) -> Stmt:
+    """A sub-agent whose tree was interrupted as it began."""
+    return (f"UPDATE {S}.sessions SET status = 'interrupted' WHERE id = :s", {"s": session_id})
+
+
+async def begin(db: Db, spec: RunSpec, workflow_id: str) -> bool:
+    """``begin_stmt`` in a datasource transaction, then a sub-agent's fence on its parent:
+    False when fenced off."""
+    began = (await execute(db, begin_stmt(spec, workflow_id))).first() is not None
     if began and spec["parent_session_id"] is not None:
         parent = await db.execute(
             sa.text(f"SELECT status FROM {S}.sessions WHERE id = :p"),
             {"p": spec["parent_session_id"]},
         )
         if parent.scalar_one_or_none() == "interrupted":  # the tree was interrupted meanwhile
-            await db.execute(
-                sa.text(f"UPDATE {S}.sessions SET status = 'interrupted' WHERE id = :s"),
-                {"s": spec["session_id"]},
-            )
+            await execute(db, mark_interrupted_stmt(spec["session_id"]))
             return False
     return began
 

@@ -6,6 +6,7 @@ Messages are numbered per session under the session row lock; a unique index kee
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
@@ -50,14 +51,17 @@ async def append(db: Db, spec: RunSpec, seq: int, msg: Message) -> None:
     await execute(db, append_stmt(spec, seq, msg))
 
 
-async def read(db: Db, session_id: str) -> list[Message]:
-    rows = await db.execute(
-        sa.text(
-            f"SELECT role, content, tool_calls, tool_call_id, name FROM {S}.messages"
-            " WHERE session_id = :s ORDER BY seq"
-        ),
-        {"s": session_id},
+def read_stmt(session_id: str, upto_seq: int | None = None) -> Stmt:
+    """The session's messages in order (up to ``upto_seq`` when given); ``to_messages``."""
+    upto = "" if upto_seq is None else " AND seq <= :upto"
+    return (
+        f"SELECT role, content, tool_calls, tool_call_id, name FROM {S}.messages"
+        f" WHERE session_id = :s{upto} ORDER BY seq",
+        {"s": session_id, "upto": upto_seq},
     )
+
+
+def to_messages(rows: Iterable[Any]) -> list[Message]:
     return [
         Message(
             role=r.role,
@@ -68,6 +72,24 @@ async def read(db: Db, session_id: str) -> list[Message]:
         )
         for r in rows
     ]
+
+
+async def read(db: Db, session_id: str) -> list[Message]:
+    return to_messages(await execute(db, read_stmt(session_id)))
+
+
+def run_state_stmt(spec: RunSpec) -> Stmt:
+    """What a run's begin decides on (the caller holds the session row lock): this run's
+    user message (``user_seq``: set once the run began), whether it recorded a turn, the
+    session's status and its parent's."""
+    return (
+        f"SELECT (SELECT min(seq) FROM {S}.messages WHERE session_id = :s AND run_seq = :run"
+        " AND role = 'user') AS user_seq, EXISTS (SELECT 1 FROM"
+        f" {S}.messages WHERE session_id = :s AND run_seq = :run AND role = 'assistant')"
+        f" AS turned, (SELECT status FROM {S}.sessions WHERE id = :s) AS status,"
+        f" (SELECT status FROM {S}.sessions WHERE id = :p) AS parent_status",
+        {"s": spec["session_id"], "run": spec["run_seq"], "p": spec["parent_session_id"]},
+    )
 
 
 def record_usage_stmt(

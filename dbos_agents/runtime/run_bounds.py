@@ -1,0 +1,106 @@
+"""A run's begin and end in ``session.v3``: plain transactions on the driver that replay
+from our own rows, instead of datasource transactions with a DBOS checkpoint each.
+
+**Begin** marks the run running (fenced on ``run_seq``), answers calls an interrupted run
+left open, delivers late answers, appends the user message and returns the transcript. Its
+replay record is that user message: when this run's user message already exists, an
+earlier execution began the run, so the transaction is rolled back (nothing taken twice)
+and the transcript up to that message is returned, exactly what the first execution read.
+
+**End** is fenced on ``run_seq`` and idempotent (results of calls already answered are
+skipped; the outcome is set only while the run is busy; waits are closed only while the
+run is the session's), so running it again, even after a newer run began, changes nothing.
+
+Both are one transaction in two round trips at most (pipelined).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbos import DBOS
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..ids import run_workflow_id
+from ..messages import Message
+from ..outcome import RunSpec
+from ..store import calls, pending, pg, sessions, transcript
+from . import execution
+from .ledger import BeginResult, dangling_results, late_notices, result_stmts
+
+
+async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
+    """``Ledger.begin_run`` without a checkpoint (see the module doc)."""
+    sid = spec["session_id"]
+    workflow_id = DBOS.workflow_id or run_workflow_id(sid, spec["run_seq"])
+
+    async def write() -> BeginResult:
+        async with pg.driver(engine, autocommit=True) as conn, conn.pipeline():
+            batch = pg.Batch(conn)
+            await batch.send(("BEGIN", {}))
+            upserted = await batch.send(sessions.begin_stmt(spec, workflow_id))
+            await batch.send(sessions.lock_stmt(sid))
+            state_cur = await batch.send(transcript.run_state_stmt(spec))
+            open_cur = await batch.send(calls.unanswered_stmt(sid))
+            late_cur = await batch.send(pending.take_late_answers_stmt(sid))
+            began = bool(await upserted.fetchall())
+            (state,) = await state_cur.fetchall()
+            if state.user_seq is not None:  # a replay: the first execution's view
+                await batch.send(("ROLLBACK", {}))
+                read = await batch.send(transcript.read_stmt(sid, upto_seq=state.user_seq))
+                return BeginResult(
+                    began=state.status != "interrupted" or bool(state.turned),
+                    messages=[
+                        m.model_dump(mode="json")
+                        for m in transcript.to_messages(await read.fetchall())
+                    ],
+                )
+            execution.step_ran()
+            if began and state.parent_status == "interrupted":  # the tree was interrupted
+                await batch.send(sessions.mark_interrupted_stmt(sid))
+                began = False
+            dangling = dangling_results(await open_cur.fetchall())
+            notices = late_notices(await late_cur.fetchall())
+            user = Message(role="user", content=spec["message"])
+            await batch.send_all(result_stmts(spec, dangling))
+            await batch.send_all(transcript.append_stmt(spec, None, m) for m in [*notices, user])
+            read = await batch.send(transcript.read_stmt(sid))
+            await batch.send(("COMMIT", {}))
+            msgs = transcript.to_messages(await read.fetchall())
+            return BeginResult(began=began, messages=[m.model_dump(mode="json") for m in msgs])
+
+    return await calls.retry_transient("begin run", write)
+
+
+async def end(
+    engine: AsyncEngine,
+    spec: RunSpec,
+    status: str,
+    output: str | None,
+    error: str | None,
+    open_inbox: bool = False,
+    results: list[dict[str, Any]] | None = None,
+) -> None:
+    """``Ledger.finish_run`` without a checkpoint (see the module doc)."""
+    sid, run = spec["session_id"], spec["run_seq"]
+    tail = [
+        pending.close_open_stmt(sid, f"run_{status}", run),
+        sessions.finish_stmt(spec, status, output, error, open_inbox),
+    ]
+
+    async def write() -> None:
+        if not results:  # the common case: one script, one round trip
+            await pg.script(engine, [sessions.lock_stmt(sid), *tail])
+            return
+        async with pg.transaction(engine) as batch:
+            cur = await batch.send(sessions.run_seq_stmt(sid))
+            ids = [r["tool_call_id"] for r in results]
+            answered = await batch.send(transcript.answered_stmt(sid, ids))
+            if [r.run_seq for r in await cur.fetchall()] == [run]:
+                done = {r.tool_call_id for r in await answered.fetchall()}
+                await batch.send_all(
+                    result_stmts(spec, [r for r in results if r["tool_call_id"] not in done])
+                )
+            await batch.send_all(tail)
+
+    await calls.retry_transient("finish run", write)
