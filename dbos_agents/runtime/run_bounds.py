@@ -11,7 +11,8 @@ and the transcript up to that message is returned, exactly what the first execut
 skipped; the outcome is set only while the run is busy; waits are closed only while the
 run is the session's), so running it again, even after a newer run began, changes nothing.
 
-Both are one transaction in two round trips at most (pipelined).
+Both are one transaction in two round trips at most (pipelined), and like every write of
+the workflow neither starts during a drain (``drain``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..ids import run_workflow_id
 from ..messages import Message
 from ..outcome import RunSpec
 from ..store import calls, pending, pg, sessions, transcript
-from . import execution
+from . import drain, execution
 from .ledger import BeginResult, dangling_results, late_notices, result_stmts
 
 
@@ -69,7 +70,8 @@ async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
             msgs = transcript.to_messages(await read.fetchall())
             return BeginResult(began=began, messages=[m.model_dump(mode="json") for m in msgs])
 
-    return await calls.retry_transient("begin run", write)
+    async with drain.step():  # like every write of the workflow: not during a drain
+        return await calls.retry_transient("begin run", write)
 
 
 async def end(
@@ -103,4 +105,5 @@ async def end(
                 )
             await batch.send_all(tail)
 
-    await calls.retry_transient("finish run", write)
+    async with drain.step():
+        await calls.retry_transient("finish run", write)

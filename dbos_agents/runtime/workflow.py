@@ -86,6 +86,19 @@ def _prevalidate(agent: Agent, call: ToolCall) -> ToolResult | dict[str, Any]:
     return args
 
 
+_SPECS: dict[int, tuple[Agent, list[ToolSpec]]] = {}
+
+
+def _tool_specs(agent: Agent) -> list[ToolSpec]:
+    """The agent's tool specs, built once per agent (client tools render a JSON schema),
+    and shared by every run instead of a copy per parked session."""
+    hit = _SPECS.get(id(agent))
+    if hit is None or hit[0] is not agent:
+        specs = [ToolSpec(name=n, description=d, parameters=p) for n, d, p in agent.tool_specs()]
+        hit = _SPECS[id(agent)] = (agent, specs)
+    return hit[1]
+
+
 async def _run_tools(spec: RunSpec, agent: Agent, calls: list[ToolCall]) -> list[ToolResult]:
     """Run one turn's calls by kind (see ``kinds``): open waits and mark dispatched in one
     transaction, run concurrent kinds on step ids reserved in call order and the others in
@@ -113,13 +126,17 @@ async def _run_tools(spec: RunSpec, agent: Agent, calls: list[ToolCall]) -> list
         prepared = [await p.kind.prepare(turn, p) for p in in_sequence]
         return [await p.kind.run(turn, p, x) for p, x in zip(in_sequence, prepared, strict=True)]
 
-    side, waited = await asyncio.gather(
-        asyncio.gather(
-            *(p.kind.run(turn, p, r) for p, r in zip(concurrent, reserved, strict=True))
-        ),
-        sequence(),
-    )
-    for res in [*side, *waited]:
+    side = (p.kind.run(turn, p, r) for p, r in zip(concurrent, reserved, strict=True))
+    # Tasks only where calls overlap: a parked session keeps this await chain alive, and
+    # each gather adds a Task, a Future and a copied context to it.
+    if not in_sequence:
+        done = [await next(side)] if len(concurrent) == 1 else await asyncio.gather(*side)
+    elif not concurrent:
+        done = await sequence()
+    else:
+        ran, waited = await asyncio.gather(asyncio.gather(*side), sequence())
+        done = [*ran, *waited]
+    for res in done:
         results[res.tool_call_id] = res
     return [results[c.id] for c in calls]
 
@@ -233,7 +250,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
     del begun  # this frame stays alive while the run waits: keep only what it needs
     used_ids = {c.id for m in messages for c in m.tool_calls}
     prior_turns = sum(1 for m in messages if m.role == "assistant")
-    tools = [ToolSpec(name=n, description=d, parameters=p) for n, d, p in agent.tool_specs()]
+    tools = _tool_specs(agent)
     namespace = (
         ""
         if spec["session_id"] == spec["root_session_id"]
