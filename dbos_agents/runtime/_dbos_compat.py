@@ -11,7 +11,7 @@ DBOS upgrade moves or renames one, so an upgrade is a one-file review.
   row, the pending rows and the cancellation commit together or not at all. Uses
   ``DBOSClient._sys_db.tables.workflow_status`` and mirrors the columns DBOS resets.
 - Worker operations (``stop_dequeuing``, ``recover_pending_workflows``,
-  ``checkpointed_steps``, ``catch_up_waiters``, ``batch_fallback_rechecks``,
+  ``checkpointed_steps``, ``ended_workflows``, ``catch_up_waiters``, ``batch_fallback_rechecks``,
   ``listener_connection``): drain on SIGTERM, adopt a dead worker's sessions, and wake
   waiters whose notification was lost (in a LISTEN reconnect or otherwise) with one query
   for all of them, instead of DBOS's query per waiter.
@@ -196,6 +196,26 @@ def checkpointed_steps(keys: set[StepKey]) -> set[StepKey]:
             sa.select(oo.c.workflow_uuid, oo.c.function_id).where(oo.c.workflow_uuid.in_(workflows))
         ).all()
     return {(str(r[0]), int(r[1])) for r in rows} & keys
+
+
+def ended_workflows(workflow_ids: set[str]) -> set[str]:
+    """Those of ``workflow_ids`` that DBOS no longer records as running (PENDING or
+    ENQUEUED): their end is written."""
+    if not workflow_ids:
+        return set()
+    sys_db = _system_database()
+    ws: sa.Table = sys_db.tables.workflow_status
+    with sys_db.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(ws.c.workflow_uuid)
+            .where(ws.c.workflow_uuid.in_(sorted(workflow_ids)))
+            .where(
+                ws.c.status.notin_(
+                    [WorkflowStatusString.PENDING.value, WorkflowStatusString.ENQUEUED.value]
+                )
+            )
+        ).all()
+    return {str(r[0]) for r in rows}
 
 
 def catch_up_waiters() -> int:

@@ -3,8 +3,10 @@
 ``DBOS_AGENTS_CRASH_AT=<point>`` (optionally ``<point>:<n>`` for the n-th hit) arms one point
 in a worker process; reaching it kills the process with SIGKILL, exactly as ``kill -9`` would.
 With ``DBOS_AGENTS_CRASH_SIGNAL=SIGTERM`` the process sends itself SIGTERM there instead and
-carries on, as a deploy would stop it mid-step. The variables are read once at import; an
-unarmed point costs one comparison.
+carries on, as a deploy would stop it mid-step. ``DBOS_AGENTS_CRASH_SESSION=<session id>``
+narrows the point to that session's workflows (its runs and sub-agents): a worker that
+recovers another session first replays it through the same points, and must not die there.
+The variables are read once at import; an unarmed point costs one comparison.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ CrashPoint = Literal[
     "after_handler",  # handler returned, before its result row commits
     "after_tool_result",  # result row committed, before the tool step's checkpoint
     "after_tool_steps",  # every tool step checkpointed, before the next model step
+    "after_run_end",  # the run's end committed, its outcome not yet published
 ]
 CRASH_POINTS: Final[tuple[str, ...]] = CrashPoint.__args__  # type: ignore[attr-defined]
 ENV_VAR: Final = "DBOS_AGENTS_CRASH_AT"
 SIGNAL_ENV_VAR: Final = "DBOS_AGENTS_CRASH_SIGNAL"
+SESSION_ENV_VAR: Final = "DBOS_AGENTS_CRASH_SESSION"
 
 
 def _parse(value: str | None) -> tuple[str | None, int]:
@@ -54,6 +58,7 @@ def _signal(value: str | None) -> signal.Signals:
 
 _armed, _nth = _parse(os.environ.get(ENV_VAR))
 _signal_to_send = _signal(os.environ.get(SIGNAL_ENV_VAR))
+_session = os.environ.get(SESSION_ENV_VAR) or None
 _hits = 0
 _lock = threading.Lock()
 
@@ -62,7 +67,7 @@ def crash_point(name: CrashPoint) -> None:
     """Signal this process if ``name`` is the armed point and this is the chosen hit
     (SIGKILL by default: nothing after this line runs)."""
     global _hits
-    if _armed != name:
+    if _armed != name or not _in_session():
         return
     with _lock:
         _hits += 1
@@ -71,3 +76,13 @@ def crash_point(name: CrashPoint) -> None:
     sys.stderr.write(f"dbos-agents: crash point {name!r} reached, {_signal_to_send.name}\n")
     sys.stderr.flush()
     os.kill(os.getpid(), _signal_to_send)
+
+
+def _in_session() -> bool:
+    """Whether this code runs for the armed session (always, when none is armed)."""
+    if _session is None:
+        return True
+    from dbos import DBOS
+
+    wf = DBOS.workflow_id
+    return wf is not None and (wf == _session or wf.startswith(_session + "::"))

@@ -11,17 +11,23 @@ A step's body returning is not yet its checkpoint: DBOS records the output just 
 ``step()`` therefore remembers each (workflow id, step id) it let out, and ``wait_idle``
 waits until the caller's ``checkpointed`` check finds those rows too; exiting before that
 would turn a finished side effect into an unknown one (a durability error on restart).
+
+A run that has ended is let through to its last DBOS operations: ``finishing()`` wraps the
+run's end and the publication of its outcome as one section (the end's own ``step()`` inside
+it counts once), and for a workflow that then returns, ``wait_idle`` also waits until
+DBOS has recorded it ended (the caller's ``ended`` check). Otherwise every deploy would
+leave the runs that just finished PENDING, for the next worker to replay.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 
 from dbos import DBOS
 
@@ -33,6 +39,10 @@ _exited: OrderedDict[StepKey, float] = OrderedDict()
 """Steps whose body returned, by exit time: their checkpoints may still be in flight."""
 _EXIT_MEMORY_SEC = 120.0
 """A checkpoint pending longer than this means the database is away; nothing to wait for."""
+_returning: dict[str, float] = {}
+"""Workflows that left ``finishing()`` to return, by exit time: DBOS records their end."""
+_section: ContextVar[str | None] = ContextVar("dbos_agents_drain_section", default=None)
+"""The workflow whose ``step()`` section this code runs in (a nested ``step()`` passes)."""
 
 
 def begin_drain() -> None:
@@ -64,6 +74,10 @@ async def gate() -> None:
 async def step() -> AsyncIterator[None]:
     """Wrap the body of every step: refuse to start during a drain, count while inside."""
     global _in_flight
+    wf = DBOS.workflow_id
+    if wf is not None and _section.get() == wf:  # inside a section of this workflow already
+        yield
+        return
     key = _current_step()
     with _lock:  # counted before the drain check: wait_idle never misses a step entering
         _in_flight += 1
@@ -71,9 +85,11 @@ async def step() -> AsyncIterator[None]:
         with _lock:
             _in_flight -= 1
         await gate()
+    token = _section.set(wf)
     try:
         yield
     finally:
+        _section.reset(token)
         now = time.monotonic()
         with _lock:
             _in_flight -= 1
@@ -82,6 +98,28 @@ async def step() -> AsyncIterator[None]:
                 _exited.move_to_end(key)
                 while _exited and next(iter(_exited.values())) < now - _EXIT_MEMORY_SEC:
                     _exited.popitem(last=False)
+
+
+@asynccontextmanager
+async def finishing(*, returns: bool) -> AsyncIterator[None]:
+    """Wrap a run's end and the publication of its outcome: one ``step()`` (so a drain
+    never cuts between them), and with ``returns`` (the workflow returns right after)
+    ``wait_idle`` waits for DBOS to record the workflow's end too."""
+    async with step():
+        yield
+        wf = DBOS.workflow_id
+        if returns and wf is not None:
+            with _lock:
+                _returning[wf] = time.monotonic()
+
+
+def returning() -> set[str]:
+    """Workflows that left ``finishing()`` within the last couple of minutes to return."""
+    cutoff = time.monotonic() - _EXIT_MEMORY_SEC
+    with _lock:
+        for wf in [w for w, t in _returning.items() if t < cutoff]:
+            del _returning[wf]
+        return set(_returning)
 
 
 def _current_step() -> StepKey | None:
@@ -100,21 +138,35 @@ async def wait_idle(
     grace_sec: float,
     poll: float = 0.05,
     checkpointed: Callable[[set[StepKey]], set[StepKey]] | None = None,
+    ended: Callable[[set[str]], set[str]] | None = None,
 ) -> bool:
     """Wait until no step is in flight and, with ``checkpointed`` (given the steps that
     exited, returns those whose checkpoint is written; it runs in a thread), until every
-    exited step's checkpoint is written. False when ``grace_sec`` passed first."""
+    exited step's checkpoint is written; with ``ended`` (given workflow ids, returns those
+    DBOS recorded as ended), until every workflow that left ``finishing()`` to return has
+    ended. False when ``grace_sec`` passed first."""
     try:
         async with asyncio.timeout(grace_sec):
             while True:
-                if _in_flight == 0:
-                    waiting = recently_exited()
-                    if checkpointed is None or not waiting:
-                        return True
-                    with contextlib.suppress(Exception):  # database away: wait out the grace
-                        waiting -= await asyncio.to_thread(checkpointed, waiting)
-                    if not waiting and _in_flight == 0:
-                        return True
+                if _in_flight == 0 and await _settled(checkpointed, ended) and _in_flight == 0:
+                    return True
                 await asyncio.sleep(poll)
     except TimeoutError:
         return False
+
+
+async def _settled(
+    checkpointed: Callable[[set[StepKey]], set[StepKey]] | None,
+    ended: Callable[[set[str]], set[str]] | None,
+) -> bool:
+    """Whether what left the gate is recorded by DBOS (see ``wait_idle``)."""
+    steps = recently_exited() if checkpointed is not None else set()
+    workflows = returning() if ended is not None else set()
+    try:  # database away: not settled, wait out the grace
+        if steps and checkpointed is not None:
+            steps -= await asyncio.to_thread(checkpointed, steps)
+        if workflows and ended is not None:
+            workflows -= await asyncio.to_thread(ended, workflows)
+    except Exception:
+        return False
+    return not steps and not workflows

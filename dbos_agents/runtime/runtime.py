@@ -274,7 +274,9 @@ class AgentRuntime:
         drain.begin_drain()
         if self._presence is not None:
             self._presence.adopting = False
-        return await drain.wait_idle(grace_sec, checkpointed=compat.checkpointed_steps)
+        return await drain.wait_idle(
+            grace_sec, checkpointed=compat.checkpointed_steps, ended=compat.ended_workflows
+        )
 
     async def leave(self) -> None:
         """After a drain: stop heartbeating and mark this worker's row stopped. The process

@@ -28,7 +28,7 @@ from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
 from ..results import ToolResult
-from . import execution, outcomes, run_bounds
+from . import drain, execution, outcomes, run_bounds
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import Planned, Turn, kind_of
@@ -185,15 +185,27 @@ async def _finish(
         await run_bounds.end(ledger.ds.engine, spec, status, output, error, open_inbox, results)
 
 
+async def _publish(spec: RunSpec, outcome: RunOutcome) -> None:
+    """Every run publishes its outcome: DBOS wakes a waiting get_event by notification, so
+    SessionHandle.result() returns without polling; a waiter in this process is handed it
+    directly once it is durable."""
+    published = outcome.model_dump(mode="json")
+    await DBOS.set_event_async(run_event_key(spec["run_seq"]), published)
+    if DBOS.workflow_id is not None:
+        outcomes.publish(DBOS.workflow_id, run_event_key(spec["run_seq"]), published)
+
+
 async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
     execution.begin_execution(version=version)
     try:
         agent = get_context().agent(spec["agent"])
     except UnknownAgentError as exc:  # a client started an agent no worker knows
-        await _finish(spec, "failed", None, str(exc))
-        return RunOutcome(
+        failed = RunOutcome(
             session_id=spec["session_id"], run_seq=spec["run_seq"], status="failed", error=str(exc)
-        ).model_dump(mode="json")
+        )
+        async with drain.finishing(returns=True):
+            await _finish(spec, "failed", None, str(exc))
+        return failed.model_dump(mode="json")
     while True:
         unrecorded: list[dict[str, Any]] = []
         try:
@@ -212,14 +224,14 @@ async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
                 error=_public_error(exc),
             )
         wait_next = agent.persistent and outcome.status != "interrupted"
-        await _finish(spec, outcome.status, outcome.output, outcome.error, wait_next, unrecorded)
-        # Every run publishes its outcome: DBOS wakes a waiting get_event by notification,
-        # so SessionHandle.result() returns without polling; a waiter in this process is
-        # handed it directly once it is durable.
-        published = outcome.model_dump(mode="json")
-        await DBOS.set_event_async(run_event_key(spec["run_seq"]), published)
-        if DBOS.workflow_id is not None:
-            outcomes.publish(DBOS.workflow_id, run_event_key(spec["run_seq"]), published)
+        # The end and the outcome's publication are one section for a drain: a run that
+        # ended is never left PENDING by a deploy, for the next worker to replay.
+        async with drain.finishing(returns=not wait_next):
+            await _finish(
+                spec, outcome.status, outcome.output, outcome.error, wait_next, unrecorded
+            )
+            crash_point("after_run_end")
+            await _publish(spec, outcome)
         if not wait_next:
             return outcome.model_dump(mode="json")
         message = await DBOS.recv_async(INBOX_TOPIC, timeout_seconds=agent.idle_ttl.total_seconds())

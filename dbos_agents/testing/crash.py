@@ -6,14 +6,15 @@ Users point it at their own app (``module:runtime``, as for ``dbos-agents worker
     drill = harness.drill("support", "refund order 42", crash_at="after_handler")
     assert drill.crashed and drill.session.status == "completed"
 
-A drill starts a worker with ``DBOS_AGENTS_CRASH_AT`` armed, starts a session through
-``AgentClient`` (no DBOS launch in the test process), waits for the worker to die by SIGKILL,
-starts a clean worker with the same executor id (so DBOS recovers the session), and waits
+A drill starts a session through ``AgentClient`` (no DBOS launch in the test process),
+starts a worker with ``DBOS_AGENTS_CRASH_AT`` armed for that session only, waits for the
+worker to die by SIGKILL, starts a clean worker with the same executor id (so DBOS recovers the session), and waits
 for the session to end. Witness files and worker logs stay on disk for post-mortems.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -24,10 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..client import AgentClient
+from ..ids import run_event_key, run_workflow_id
 from ..outcome import TERMINAL, SessionInfo
 from ..records import HistoryEntry, ToolCallRecord
 from ..runtime.crashpoints import CRASH_POINTS
 from ..runtime.crashpoints import ENV_VAR as CRASH_ENV
+from ..runtime.crashpoints import SESSION_ENV_VAR as CRASH_SESSION_ENV
 from .witness import ENV_VAR as WITNESS_ENV
 
 
@@ -121,10 +124,15 @@ class CrashHarness:
         self.close()
 
     def start_worker(
-        self, crash_at: str | None = None, *, executor_id: str | None = None
+        self,
+        crash_at: str | None = None,
+        *,
+        executor_id: str | None = None,
+        session_id: str | None = None,
     ) -> WorkerProcess:
-        """Start a worker; with ``crash_at`` it SIGKILLs itself at that crash point.
-        ``executor_id`` defaults to the harness's, so a restart recovers the same work."""
+        """Start a worker; with ``crash_at`` it SIGKILLs itself at that crash point (with
+        ``session_id``, only in that session's workflows). ``executor_id`` defaults to the
+        harness's, so a restart recovers the same work."""
         if crash_at is not None and crash_at.partition(":")[0] not in CRASH_POINTS:
             raise ValueError(f"unknown crash point {crash_at!r}; known: {CRASH_POINTS}")
         env = {**os.environ, **self.env}
@@ -132,8 +140,11 @@ class CrashHarness:
         env["DBOS_AGENTS_EXECUTOR_ID"] = executor_id or self.executor_id
         env.setdefault("DBOS_AGENTS_QUEUE_POLLING_INTERVAL_SEC", "0.05")
         env.pop(CRASH_ENV, None)
+        env.pop(CRASH_SESSION_ENV, None)
         if crash_at is not None:
             env[CRASH_ENV] = crash_at
+            if session_id is not None:
+                env[CRASH_SESSION_ENV] = session_id
         if self.witness is not None:
             env[WITNESS_ENV] = str(self.witness)
         self._starts += 1
@@ -160,9 +171,11 @@ class CrashHarness:
         tenant_id: str | None = None,
     ) -> DrillResult:
         """Run a session through a crash at ``crash_at`` and a recovery; see the module doc."""
-        first = self.start_worker(crash_at)
+        # The session first, so the crash point can be narrowed to it: the worker may
+        # recover and replay another session (one a previous worker left) through it.
+        sid = self.client.start(agent, message, user_id=user_id, tenant_id=tenant_id)
+        first = self.start_worker(crash_at, session_id=sid)
         try:
-            sid = self.client.start(agent, message, user_id=user_id, tenant_id=tenant_id)
             deadline = time.monotonic() + timeout
             crashed = False
             while time.monotonic() < deadline:
@@ -172,7 +185,11 @@ class CrashHarness:
                     break
                 info = self.client.session(sid)
                 if info.status in TERMINAL:
-                    break  # the crash point was never reached
+                    # Ended: either the point was never reached, or it is right after the
+                    # run's end (``after_run_end``) and the worker is dying as we look.
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        crashed = first.popen.wait(timeout=2.0) == -signal.SIGKILL
+                    break
                 time.sleep(0.05)
             else:
                 raise TimeoutError(f"no crash and no end within {timeout}s: {first.log()[-2000:]}")
@@ -181,6 +198,11 @@ class CrashHarness:
         second = self.start_worker()
         try:
             info = self.client.wait(sid, timeout=timeout)
+            # The session's rows can say ended before the run's outcome is published (a
+            # crash between the two): the recovered worker publishes it on replay.
+            wf, key = run_workflow_id(sid, info.run_seq), run_event_key(info.run_seq)
+            if self.client.dbos.get_event(wf, key, timeout_seconds=timeout) is None:
+                raise TimeoutError(f"run {info.run_seq} of {sid} ended, outcome never published")
         finally:
             second.stop()
         return DrillResult(

@@ -6,6 +6,7 @@ the test can count effects and model calls across SIGKILLs.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 from pydantic import BaseModel
@@ -97,7 +98,7 @@ def _respond(request: ModelRequest) -> str | ModelResponse:
 
 def _on_call(request: ModelRequest) -> None:
     turn = sum(1 for m in request.messages if m.role == "assistant")
-    Witness().record("model", turn=turn, first=request.messages[0].content)
+    Witness().record("model", turn=turn, first=request.messages[0].content, pid=os.getpid())
 
 
 def runtime() -> AgentRuntime:

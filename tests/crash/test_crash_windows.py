@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from dbos_agents.testing import CRASH_POINTS, CrashHarness, DrillResult, Witness
 
@@ -44,6 +45,9 @@ WINDOWS: dict[str, tuple[int, dict[str, tuple[int, str]]]] = {
     # Tool output checkpointed, not yet in the transcript: replayed and recorded by the
     # next model step, not re-run.
     "after_tool_steps": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
+    # The run's end committed, its outcome not published: the replay reads every turn and
+    # result back, publishes the outcome and asks the model nothing.
+    "after_run_end": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
 }
 
 
@@ -62,6 +66,15 @@ def harness(
     logs = tmp_path_factory.mktemp("crash-logs")
     with CrashHarness("tests.crash.app:runtime", fresh_database_url, log_dir=logs, cwd=REPO) as h:
         yield h
+
+
+def _workflow_status(h: CrashHarness, workflow_id: str) -> str | None:
+    with h.client.engine.connect() as conn:
+        status = conn.execute(
+            sa.text("SELECT status FROM dbos.workflow_status WHERE workflow_uuid = :w"),
+            {"w": workflow_id},
+        ).scalar()
+    return None if status is None else str(status)
 
 
 def _result_kind(drill: DrillResult) -> str:
@@ -83,6 +96,10 @@ def test_crash_window(harness: CrashHarness, tmp_path: Path, window: str, tool: 
     assert drill.session.status == "completed", drill.logs[1][-3000:]
     assert drill.session.final_output == "done"
 
+    # Every model call was for this session, and both workers let it end in DBOS (the
+    # second was stopped by SIGTERM right after the session ended: its drain waits).
+    assert {ev["first"] for ev in witness.events("model")} == {tool}
+    assert _workflow_status(harness, drill.session_id) == "SUCCESS"
     model_turns = witness.counter("model", "turn")
     expected_first, per_tool = WINDOWS[window]
     assert model_turns == {0: expected_first, 1: 1}, "model re-called for a checkpointed turn"

@@ -45,6 +45,14 @@ def _failed_workflows(h: CrashHarness) -> list[tuple[str, str]]:
     return [(r[0], (r[1] or "")[:300]) for r in rows]
 
 
+def _workflow_status(h: CrashHarness, workflow_id: str) -> str | None:
+    with h.client.engine.connect() as conn:
+        return conn.execute(
+            sa.text("SELECT status FROM dbos.workflow_status WHERE workflow_uuid = :w"),
+            {"w": workflow_id},
+        ).scalar()
+
+
 def _tool_error_kinds(h: CrashHarness, sid: str) -> list[str]:
     kinds = []
     for m in h.client.history(sid):
@@ -66,6 +74,8 @@ def _sigterm_then_restart(h: CrashHarness, tmp_path: Path, tool: str, crash_at: 
     assert code == 0, f"worker exit code {code}:\n{first.log()[-3000:]}"
     assert "crash point" in first.log(), f"{crash_at} never reached:\n{first.log()[-3000:]}"
     assert _failed_workflows(h) == [], first.log()[-3000:]
+    if h.client.session(sid).status == "completed":  # the run ended before the drain
+        assert _workflow_status(h, sid) == "SUCCESS", "a drain left an ended run PENDING"
     second = h.start_worker()
     try:
         info = h.client.wait(sid, timeout=90)

@@ -117,6 +117,7 @@ def test_compat_functions_exist() -> None:
         "stop_dequeuing",
         "recover_pending_workflows",
         "checkpointed_steps",
+        "ended_workflows",
         "catch_up_waiters",
         "listener_connection",
     ):

@@ -73,13 +73,18 @@ DOCUMENTED_POINTS = {
     "after_handler",
     "after_tool_result",
     "after_tool_steps",
+    "after_run_end",
 }
 
 
 def test_crash_points_are_documented_in_order() -> None:
     assert set(crashpoints.CRASH_POINTS) == DOCUMENTED_POINTS
     assert crashpoints.CRASH_POINTS[0] == "model_answered"
-    assert crashpoints.CRASH_POINTS[-1] == "after_tool_steps"
+    assert crashpoints.CRASH_POINTS[-1] == "after_run_end"
+    repo = Path(__file__).resolve().parents[2]
+    for doc in ("README.md", "docs/architecture.md"):
+        text = (repo / doc).read_text()
+        assert [p for p in crashpoints.CRASH_POINTS if f"`{p}`" not in text] == [], doc
 
 
 def test_testing_package_reexports_crash_points() -> None:
