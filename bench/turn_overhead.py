@@ -93,7 +93,7 @@ async def raw_loop(turns: int) -> int:
 
 RAW = "raw DBOS: 2 async steps"
 MIX = "raw DBOS: 2 steps + 2 datasource tx"
-OURS = "dbos-agents: model step (turn recorded) + tool step"
+OURS = "dbos-agents: model turn + side-effecting tool call"
 
 
 def p90(xs: list[float]) -> float:

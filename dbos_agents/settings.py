@@ -53,6 +53,13 @@ def file_sources(
     return sources
 
 
+CLIENT_POOL_SIZE = 5
+"""The runtime's ``DBOSClient`` pool (submits and interrupts from inside the worker)."""
+SYNC_POOL_SIZE = 5
+"""The runtime's sync engine (migrations, client reads, reaping); its overflow is twice it."""
+SYNC_MAX_OVERFLOW = 2 * SYNC_POOL_SIZE
+
+
 class Settings(BaseSettings):
     """Settings shared by workers, clients and the CLI.
 
@@ -90,6 +97,8 @@ class Settings(BaseSettings):
     connect_timeout_sec: float = 5.0
     db_pool_size: int = 10
     db_max_overflow: int = 20
+    system_db_pool_size: int = 20
+    """DBOS's system-database pool (steps, waits, events, queue claims; no overflow)."""
     db_pool_timeout_sec: float = 600.0
     """How long a workflow write waits for a pooled connection. Waiting is backpressure; a
     short timeout would fail a burst of sessions for good (their workflows end in ERROR)."""
@@ -114,6 +123,22 @@ class Settings(BaseSettings):
     shutdown_grace_sec: float = 10.0
     """On SIGTERM: how long running steps get to finish (and checkpoint) before exit."""
     log_level: str = "WARNING"
+
+    def max_database_connections(self) -> int:
+        """The most Postgres connections one worker opens, whatever its load: DBOS's system
+        pool and its LISTEN connection, the runtime's DBOS client, the datasource (pool and
+        overflow), the runtime's sync engine, the start watch and the heartbeat. Size
+        Postgres's ``max_connections`` for your workers, API servers and admin scripts."""
+        return (
+            self.system_db_pool_size
+            + 1
+            + CLIENT_POOL_SIZE
+            + self.db_pool_size
+            + self.db_max_overflow
+            + SYNC_POOL_SIZE
+            + SYNC_MAX_OVERFLOW
+            + 2
+        )
 
     def check_worker(self) -> None:
         """Refuse settings that invite adopting a live or draining worker.

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from dbos import DBOSClient
 from dbos._sys_db import WorkflowStatusString
+from sqlalchemy.dialects.postgresql import ARRAY
 
 FINISHED = (WorkflowStatusString.SUCCESS.value, WorkflowStatusString.ERROR.value)
 T = TypeVar("T")
@@ -231,15 +232,24 @@ def catch_up_waiters() -> int:
         sys_db.notifications_map.snapshot(),
         lambda ids: (
             sa.select(n.c.destination_uuid, n.c.topic)
-            .where(n.c.destination_uuid.in_(ids))
+            .where(n.c.destination_uuid == _any_of(ids))
             .where(n.c.consumed.is_(False))
             .distinct()
         ),
     ) + _wake_present(
         sys_db.engine,
         sys_db.workflow_events_map.snapshot(),
-        lambda ids: sa.select(we.c.workflow_uuid, we.c.key).where(we.c.workflow_uuid.in_(ids)),
+        lambda ids: sa.select(we.c.workflow_uuid, we.c.key).where(
+            we.c.workflow_uuid == _any_of(ids)
+        ),
     )
+
+
+def _any_of(ids: list[str]) -> sa.ColumnElement[Any]:
+    """``= ANY(:ids)`` with the ids as one array parameter: an ``IN`` list renders a bind
+    parameter per id, and with 100,000 waiting sessions building and parsing that statement
+    took seconds of the worker's CPU at every re-check."""
+    return sa.any_(sa.bindparam("ids", ids, type_=ARRAY(sa.Text)))
 
 
 def _wake_present(
@@ -316,13 +326,10 @@ def dequeue_now(queue_name: str) -> int:
     if queue._concurrency is not None or queue._worker_concurrency is not None:
         return 0
     owner_xid = generate_uuid()
+    # The local running count only matters under a worker concurrency limit (left to the
+    # queue thread above); counting it walks every active workflow, 100,000 when parked.
     claimed, _ = sys_db.start_queued_workflows(
-        queue,
-        GlobalParams.executor_id,
-        GlobalParams.app_version,
-        None,
-        dbos._active_workflows_set.count_for_queue(queue_name),
-        owner_xid=owner_xid,
+        queue, GlobalParams.executor_id, GlobalParams.app_version, None, 0, owner_xid=owner_xid
     )
     if not claimed:
         return 0

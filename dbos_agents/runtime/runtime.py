@@ -21,7 +21,7 @@ from ..errors import (
 from ..ids import run_event_key
 from ..models.base import Model
 from ..outcome import RunOutcome, SessionInfo
-from ..settings import Settings
+from ..settings import CLIENT_POOL_SIZE, SYNC_POOL_SIZE, Settings
 from ..store import queries, submit
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
 from ..store.migrate import SCHEMA, migrate
@@ -123,7 +123,9 @@ class AgentRuntime:
         url = self.database_url
         s = self.settings
         await asyncio.to_thread(ensure_database, url, connect_timeout=s.connect_timeout_sec)
-        engine = create_sync_engine(url, connect_timeout=s.connect_timeout_sec)
+        engine = create_sync_engine(
+            url, pool_size=SYNC_POOL_SIZE, connect_timeout=s.connect_timeout_sec
+        )
         await asyncio.to_thread(migrate, engine)
         if on_adopted is not None:
             self._presence = Presence(presence_engine(url, s), s, on_adopted)
@@ -135,6 +137,7 @@ class AgentRuntime:
             "executor_id": s.executor_id,
             "log_level": s.log_level,
             "max_executor_threads": s.max_executor_threads,
+            "sys_db_pool_size": s.system_db_pool_size,
         }
         DBOS(config=config)
         ds = await AsyncSQLAlchemyDatasource.create(
@@ -158,7 +161,10 @@ class AgentRuntime:
             polling_interval_sec=s.queue_polling_interval_sec,
         )
         self._client = await asyncio.to_thread(
-            DBOSClient, system_database_url=sqlalchemy_url(url), application_name=s.app_name
+            DBOSClient,
+            system_database_url=sqlalchemy_url(url),
+            application_name=s.app_name,
+            system_database_pool_size=CLIENT_POOL_SIZE,
         )
         self._engine = engine
         compat.batch_fallback_rechecks()

@@ -148,6 +148,10 @@ def test_the_queue_claim_that_dequeue_now_repeats() -> None:
         "local_running_count",
     ]
     assert "owner_xid" in params
+    # dequeue_now passes 0 as the local count: it is read only under a worker limit.
+    claim = inspect.getsource(SystemDatabase.start_queued_workflows)
+    assert claim.count(" local_running_count") == 2, "the local count has a new use"
+    assert "queue._worker_concurrency - local_running_count" in claim
     assert list(inspect.signature(execute_dequeued_workflow).parameters) == [
         "dbos",
         "status",

@@ -96,3 +96,9 @@ def test_an_observer_gap_or_failure_resets_everything() -> None:
     obs.broken()  # a failed tick
     assert _watch(obs, _beat("a", 1), 16.0, 18.5) == []
     assert obs.observe([_beat("a", 1)], 19.0) == [_beat("a", 1)]
+
+
+def test_connection_bound_follows_the_pool_settings() -> None:
+    assert Settings().max_database_connections() == 20 + 1 + 5 + 10 + 20 + 5 + 10 + 2
+    more = Settings(system_db_pool_size=30, db_pool_size=4, db_max_overflow=0)
+    assert more.max_database_connections() == 30 + 1 + 5 + 4 + 0 + 5 + 10 + 2
