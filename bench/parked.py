@@ -991,8 +991,8 @@ def main() -> None:
     p.add_argument(
         "--queue-poll",
         type=float,
-        default=0.2,
-        help="worker's queue_polling_interval_sec (Settings default 0.2; dequeues starts only)",
+        default=None,
+        help="worker's queue_polling_interval_sec (default: Settings' resolution, 1 s here)",
     )
     p.add_argument(
         "--db-pool-size",

@@ -37,7 +37,8 @@ def start_section(res: dict[str, Any]) -> list[str]:
         "## Start and result latency",
         "",
         f"One session at a time ({res['sessions']} per path), an agent that answers at once;"
-        f" queue polling {res['queue_polling_interval_sec']} s (the default). Starts are"
+        f" queue polling {res['queue_polling_interval_sec']} s (the raw enqueue row waits for it)."
+        " Starts are"
         " announced by NOTIFY in the start transaction and claimed at once; the raw enqueue"
         " row waits for DBOS's poll. CPU is the process's CPU ms per session over the whole"
         " start-to-result path.",

@@ -224,7 +224,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--database-url", default=os.environ.get("DBOS_AGENTS_DATABASE_URL"))
     p.add_argument("--sessions", type=int, default=200)
-    p.add_argument("--poll", type=float, default=Settings().queue_polling_interval_sec)
+    # 0.2 s, not the worker's 1 s default: the raw-DBOS enqueue row waits for this poll.
+    p.add_argument("--poll", type=float, default=0.2)
     p.add_argument("--quick", action="store_true", help="smoke run: 20 sessions")
     p.add_argument("--json", action="store_true", help="report on stderr, one JSON line on stdout")
     args = p.parse_args()

@@ -90,7 +90,11 @@ class Settings(BaseSettings):
     """Stable across restarts of one worker; unique per worker (set it when several share a host)."""
     queue_name: str = "dbos_agents"
     worker_concurrency: int | None = None
-    queue_polling_interval_sec: float = 0.2
+    queue_polling_interval_sec: float | None = None
+    """The queue's safety-net poll (``queue_poll_sec`` resolves ``None``): starts are
+    announced by ``NOTIFY`` and claimed at once, except on a queue with
+    ``worker_concurrency``, which only the poll claims. Each poll also walks every active
+    workflow in DBOS, so a fast poll costs CPU in proportion to the parked sessions."""
     model_max_attempts: int = 5
     model_backoff_initial_sec: float = 0.5
     model_backoff_max_sec: float = 10.0
@@ -123,6 +127,13 @@ class Settings(BaseSettings):
     shutdown_grace_sec: float = 10.0
     """On SIGTERM: how long running steps get to finish (and checkpoint) before exit."""
     log_level: str = "WARNING"
+
+    def queue_poll_sec(self) -> float:
+        """The poll interval in force: the setting, else 1 s, or 0.2 s under a
+        ``worker_concurrency`` limit (the poll is then what claims every start)."""
+        if self.queue_polling_interval_sec is not None:
+            return self.queue_polling_interval_sec
+        return 0.2 if self.worker_concurrency is not None else 1.0
 
     def max_database_connections(self) -> int:
         """The most Postgres connections one worker opens, whatever its load: DBOS's system

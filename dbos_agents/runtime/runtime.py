@@ -158,7 +158,7 @@ class AgentRuntime:
         await DBOS.register_queue_async(
             s.queue_name,
             worker_concurrency=s.worker_concurrency,
-            polling_interval_sec=s.queue_polling_interval_sec,
+            polling_interval_sec=s.queue_poll_sec(),
         )
         self._client = await asyncio.to_thread(
             DBOSClient,

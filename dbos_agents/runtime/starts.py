@@ -1,8 +1,9 @@
 """Start announced runs at once instead of at the queue's next poll.
 
-DBOS's queue thread finds enqueued workflows by polling (``queue_polling_interval_sec``,
-0.2 s by default): every start would wait half an interval on average, and polling faster
-costs a query per interval whether or not anything was enqueued. Instead, the transaction
+DBOS's queue thread finds enqueued workflows by polling (``Settings.queue_poll_sec``, 1 s
+here, 0.2 s under a worker concurrency limit): every start would wait half an interval on
+average, and polling faster costs a query (and a walk over every active workflow) per
+interval whether or not anything was enqueued. Instead, the transaction
 that enqueues a run also sends ``NOTIFY`` on ``START_CHANNEL`` (committed with it, so a
 run is never announced before it exists), and every worker listens on its own connection
 and claims at once through DBOS's own claim (``_dbos_compat.dequeue_now``).

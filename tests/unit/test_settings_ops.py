@@ -102,3 +102,9 @@ def test_connection_bound_follows_the_pool_settings() -> None:
     assert Settings().max_database_connections() == 20 + 1 + 5 + 10 + 20 + 5 + 10 + 2
     more = Settings(system_db_pool_size=30, db_pool_size=4, db_max_overflow=0)
     assert more.max_database_connections() == 30 + 1 + 5 + 4 + 0 + 5 + 10 + 2
+
+
+def test_the_queue_poll_is_slow_unless_it_claims_every_start() -> None:
+    assert Settings().queue_poll_sec() == 1.0  # starts are claimed on NOTIFY
+    assert Settings(worker_concurrency=4).queue_poll_sec() == 0.2  # only the poll claims
+    assert Settings(queue_polling_interval_sec=0.05).queue_poll_sec() == 0.05
