@@ -211,7 +211,9 @@ def memory_report(base_snapshot: Any, base_gc: Counter[str], parked: int) -> dic
     return out
 
 
-async def worker(url: str, trace_frames: int, report_path: str | None, queue_poll: float) -> None:
+async def worker(
+    url: str, trace_frames: int, report_path: str | None, queue_poll: float | None
+) -> None:
     """One AgentRuntime. Prints ``READY`` when launched; SIGUSR1 writes the memory report
     (``MEM`` when written); SIGTERM shuts down."""
     import tracemalloc
@@ -437,11 +439,12 @@ class Worker:
         trace_frames: int,
         report_path: str | None,
         env_extra: dict[str, str],
-        queue_poll: float,
+        queue_poll: float | None,
     ) -> None:
         env = dict(os.environ, PGAPPNAME=WORKER_APPNAME, **env_extra)
         cmd = [sys.executable, __file__, "--worker", "--database-url", url]
-        cmd += ["--queue-poll", str(queue_poll)]
+        if queue_poll is not None:
+            cmd += ["--queue-poll", str(queue_poll)]
         if trace_frames:
             cmd += ["--trace-frames", str(trace_frames)]
         if report_path:
