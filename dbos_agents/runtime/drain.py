@@ -78,7 +78,7 @@ async def step() -> AsyncIterator[None]:
     if wf is not None and _section.get() == wf:  # inside a section of this workflow already
         yield
         return
-    key = _current_step()
+    key = _current_step(wf)
     with _lock:  # counted before the drain check: wait_idle never misses a step entering
         _in_flight += 1
     if _draining.is_set():
@@ -122,8 +122,9 @@ def returning() -> set[str]:
         return set(_returning)
 
 
-def _current_step() -> StepKey | None:
-    wf, sid = DBOS.workflow_id, DBOS.step_id
+def _current_step(wf: str | None) -> StepKey | None:
+    """(workflow id, step id) when ``step()`` wraps a DBOS step of workflow ``wf``."""
+    sid = DBOS.step_id
     return None if wf is None or sid is None else (wf, sid)
 
 
