@@ -109,6 +109,10 @@ class Settings(BaseSettings):
     max_executor_threads: int = 48
     """DBOS's thread pool, where async workflows' database calls run. Unbounded (DBOS's
     default), a burst of blocked calls grows it by a thread each, into the thousands."""
+    park_after_sec: float | None = Field(default=30.0, gt=0)
+    """How long a root session's client-tool or approval wait stays in memory (a suspended
+    workflow, about 25 KB) before it parks (rows only, about 1 KB); a parked wait resumes
+    by replaying its workflow, a few milliseconds more per resume. ``None``: never park."""
     wake_recheck_interval_sec: float = 60.0
     """How often the worker looks, in one query for all waiting sessions, for a submitted
     result whose notification was lost. DBOS alone would re-check each waiting session at

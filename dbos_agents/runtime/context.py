@@ -6,13 +6,14 @@ DBOS registers workflows by name at import, once per process, so the one launche
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..agent import Agent
 from ..errors import RuntimeNotLaunchedError, UnknownAgentError
 from ..models.base import Model
 from ..settings import Settings
 from .ledger import Ledger
+from .parking import Parker
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,8 @@ class WorkerContext:
     model: Model
     settings: Settings
     ledger: Ledger
+    parker: Parker = field(default_factory=lambda: Parker(None))
+    """Parks long waits (``Settings.park_after_sec``); by default it never parks."""
 
     def agent(self, name: str) -> Agent:
         try:

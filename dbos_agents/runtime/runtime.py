@@ -30,6 +30,7 @@ from . import drain, outcomes
 from . import workflow as _workflow  # noqa: F401  (registers the session workflow)
 from .context import WorkerContext, set_context
 from .ledger import Ledger
+from .parking import Parker
 from .presence import ListenerWatch, Presence, presence_engine
 from .starts import StartWatch
 
@@ -105,6 +106,7 @@ class AgentRuntime:
         self._presence: Presence | None = None
         self._listen_watch: ListenerWatch | None = None
         self._start_watch: StartWatch | None = None
+        self._parker: Parker | None = None
 
     @property
     def database_url(self) -> str:
@@ -153,7 +155,8 @@ class AgentRuntime:
                 "pool_pre_ping": False,
             },
         )
-        set_context(WorkerContext(self.agents, self.model, s, Ledger(ds)))
+        self._parker = Parker(s.park_after_sec)
+        set_context(WorkerContext(self.agents, self.model, s, Ledger(ds), self._parker))
         DBOS.launch()
         await DBOS.register_queue_async(
             s.queue_name,
@@ -174,6 +177,7 @@ class AgentRuntime:
             libpq_url(url), s.queue_name, connect_timeout_sec=s.connect_timeout_sec
         )
         self._start_watch.start()
+        self._parker.start()
         if self._presence is not None:
             self._presence.start()
         log.info("runtime launched", extra={"event": "launched", "executor_id": s.executor_id})
@@ -267,6 +271,11 @@ class AgentRuntime:
         )
 
     @property
+    def parked(self) -> int:
+        """Waits of this worker parked right now (``Settings.park_after_sec``)."""
+        return self._parker.parked if self._parker is not None else 0
+
+    @property
     def instance_id(self) -> str | None:
         """This process's token on its ``workers`` row (fleet workers only)."""
         return self._presence.instance_id if self._presence is not None else None
@@ -305,6 +314,9 @@ class AgentRuntime:
             if watch is not None:
                 await asyncio.to_thread(watch.stop)
         self._listen_watch = self._start_watch = None
+        if self._parker is not None:  # parked sessions stay PENDING: the next launch recovers them
+            await asyncio.to_thread(self._parker.stop)
+            self._parker = None
         # In a thread: the grace wait sleeps, and the loop must keep running the workflows
         # that are finishing their steps meanwhile.
         await asyncio.to_thread(

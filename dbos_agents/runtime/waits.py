@@ -58,7 +58,10 @@ async def wait_for_submission(
             "deadline": deadline,
         },
     )
-    payload = await DBOS.recv_async(tool_call_id, timeout_seconds=remaining)
+    # A root session's long wait parks (``parking``): rows only, until a submit or the
+    # deadline resumes it.
+    root = spec["session_id"] == spec["root_session_id"]
+    payload = await get_context().parker.recv(tool_call_id, remaining, deadline, may_park=root)
     if payload is None:
         status = await get_context().ledger.settle_timeout(spec["root_session_id"], tool_call_id)
         if status == "submitted":  # a submit committed just as the deadline passed: use it

@@ -1,4 +1,5 @@
-"""Durable waits across real worker deaths: buffered submits and kept deadlines."""
+"""Durable waits across real worker deaths: buffered submits and kept deadlines, with waits
+parked after 0.5 s (``Settings.park_after_sec``), so each test also crosses a parked wait."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dbos_agents.testing import CrashHarness
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = timedelta(seconds=6)  # the `ask` client tool's timeout in tests/crash/app.py
+PARK_AFTER = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +31,7 @@ def harness(
         witness=tmp_path_factory.mktemp("witness") / "w.jsonl",
         cwd=REPO,
         executor_id="waits-worker",
+        env={"DBOS_AGENTS_PARK_AFTER_SEC": str(PARK_AFTER)},
     ) as h:
         yield h
 
@@ -49,6 +52,7 @@ def test_submit_while_worker_is_down_is_delivered_after_restart(harness: CrashHa
     try:
         sid = client.start("waiter", "still there?")
         p = _pending(client, sid)
+        time.sleep(3 * PARK_AFTER)  # parked when the worker dies
     finally:
         worker.kill()
     out = client.submit_tool_result(sid, p.tool_call_id, result={"answer": "yes"})
@@ -95,3 +99,35 @@ def test_sigkill_during_a_wait_keeps_the_original_deadline(harness: CrashHarness
     (r,) = [json.loads(m.content or "") for m in client.history(sid) if m.role == "tool"]
     assert r["error"]["kind"] == "client_tool_timeout"
     assert info.status == "completed"
+
+
+def test_a_parked_wait_resumes_and_a_sigterm_leaves_parked_waits_for_the_next_worker(
+    harness: CrashHarness,
+) -> None:
+    client = harness.client
+    worker = harness.start_worker()
+    try:
+        first = client.start("waiter", "parked?")
+        p1 = _pending(client, first)
+        time.sleep(3 * PARK_AFTER)
+        assert client.submit_tool_result(first, p1.tool_call_id, result={"answer": "1"}).status == (
+            "accepted"
+        )
+        assert client.wait(first, timeout=30).final_output == 'waiter got: {"answer":"1"}'
+        second = client.start("waiter", "and now?")
+        p2 = _pending(client, second)
+        time.sleep(3 * PARK_AFTER)
+    finally:
+        code = worker.stop()
+    assert code == 0, worker.log()[-3000:]
+    assert client.session(second).status == "running"  # a wait is part of its run
+    worker = harness.start_worker()
+    try:
+        time.sleep(3 * PARK_AFTER)  # recovered, waiting again, parked again
+        out = client.submit_tool_result(second, p2.tool_call_id, result={"answer": "2"})
+        assert out.status == "accepted"
+        info = client.wait(second, timeout=30)
+    finally:
+        worker.stop()
+    assert info.final_output == 'waiter got: {"answer":"2"}', worker.log()[-3000:]
+    assert len([m for m in client.history(second) if m.role == "tool"]) == 1

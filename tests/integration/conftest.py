@@ -37,6 +37,7 @@ async def runtime(integration_database_url: str) -> AsyncIterator[AgentRuntime]:
         queue_polling_interval_sec=0.05,
         model_backoff_initial_sec=0.01,
         wake_recheck_interval_sec=1.0,  # tests/integration/test_lost_wakeups.py
+        park_after_sec=0.3,  # every client-tool test also parks and resumes its waits
     )
     rt = AgentRuntime(AGENTS, MODEL, settings=settings)
     await rt.launch()

@@ -1,7 +1,7 @@
 """A submit whose notification is lost still wakes its session, via the batched re-check.
 
 DBOS re-checks each waiting ``recv`` on its own; the runtime turns that off and re-checks
-all waiters in one query (``ListenerWatch``, every ``wake_recheck_interval_sec``: 1 s in
+all waiters, live or parked, in one query (``ListenerWatch``, every ``wake_recheck_interval_sec``: 1 s in
 this suite). The notifications trigger is disabled around the submit, so only that
 re-check can wake the session; without it the test fails at its 20 s bound.
 """
@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from dbos_agents import AgentClient, AgentRuntime
 from dbos_agents.runtime import _dbos_compat as compat
+from dbos_agents.runtime.context import get_context
 
 from .test_client_tools import _pending
 
@@ -34,10 +35,20 @@ def _trigger(client: AgentClient, enable: bool) -> None:
         )
 
 
+@pytest.mark.parametrize("parked", [False, True], ids=["in-memory", "parked"])
 async def test_a_submit_whose_notification_is_lost_wakes_the_session(
-    runtime: AgentRuntime, client: AgentClient
+    runtime: AgentRuntime, client: AgentClient, parked: bool
 ) -> None:
     assert runtime.settings.wake_recheck_interval_sec <= 2
+    parker = get_context().parker
+    park_after, parker.park_after_sec = parker.park_after_sec, (0.3 if parked else None)
+    try:
+        await _lost_notification(runtime, client, parked)
+    finally:
+        parker.park_after_sec = park_after
+
+
+async def _lost_notification(runtime: AgentRuntime, client: AgentClient, parked: bool) -> None:
     watch = runtime._listen_watch
     assert watch is not None
     for _ in range(100):  # its first pass (at launch) must not be what wakes the session
@@ -52,6 +63,14 @@ async def test_a_submit_whose_notification_is_lost_wakes_the_session(
         await asyncio.sleep(0.05)
     else:
         raise AssertionError("the run never waited in recv")
+    # A parked wait is armed by its stand-in in the same map (parking.py): the re-check
+    # wakes it like a live recv.
+    for _ in range(400 if parked else 0):
+        if get_context().parker.is_parked(h.workflow_id):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        assert not parked, "the wait never parked"
     await asyncio.to_thread(_trigger, client, False)
     try:
         out = await asyncio.to_thread(

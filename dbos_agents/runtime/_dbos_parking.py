@@ -1,0 +1,110 @@
+"""The DBOS internals that parking a wait uses (``runtime/parking.py``), beside
+``_dbos_compat`` and checked by the same test (``tests/unit/test_dbos_compat.py``).
+
+Private names used: ``SystemDatabase._waiter`` (a waiter's key in the map and its
+components), ``notifications_map`` (``ThreadSafeEventDict.get/add/pop``, ``KeySignal``'s
+``_waiters``), the tables ``workflow_status`` and ``notifications``, ``engine``,
+``get_workflow_status``, ``dbos._context.current_owner_xid``, ``dbos._core.
+execute_dequeued_workflow`` and ``dbos._utils.GlobalParams``/``generate_uuid``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from dbos._sys_db import WorkflowStatusString
+
+from ._dbos_compat import _any_of, _instance, _system_database
+
+
+def owner_xid(workflow_id: str) -> str | None:
+    """The ownership token of this execution of ``workflow_id`` (DBOS writes a checkpoint
+    only while the row still holds it)."""
+    from dbos._context import current_owner_xid
+
+    return current_owner_xid(workflow_id)
+
+
+def _signal(workflow_id: str, topic: str) -> tuple[Any, str, Any, Any]:
+    sys_db = _system_database()
+    key, components = sys_db._waiter(workflow_id, topic)
+    m = sys_db.notifications_map
+    return m, key, components, m.get(key)
+
+
+def waiting_unwoken(workflow_id: str, topic: str) -> bool:
+    """A ``recv`` of ``workflow_id`` on ``topic`` is registered and nothing woke it yet."""
+    _, _, _, signal = _signal(workflow_id, topic)
+    if signal is None:
+        return False
+    with signal._lock:
+        waiters = list(signal._waiters)
+    return bool(waiters) and not any(w.is_set() for w in waiters)
+
+
+def replace_waiters(workflow_id: str, topic: str, wake: Any) -> None:
+    """Make ``wake`` (anything with ``set()``/``is_set()``) the only waiter on the topic:
+    the listener and the catch-up re-check then call ``wake.set()``."""
+    m, key, components, signal = _signal(workflow_id, topic)
+    if signal is not None:
+        with signal._lock:
+            stale = list(signal._waiters)
+        for w in stale:
+            m.pop(key, w)
+    m.add(key, wake, components)
+
+
+def remove_waiter(workflow_id: str, topic: str, wake: Any) -> None:
+    m, key, _, signal = _signal(workflow_id, topic)
+    if signal is not None:
+        m.pop(key, wake)
+
+
+def unread_messages(waits: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Those (workflow id, topic) pairs with an unconsumed message."""
+    if not waits:
+        return []
+    sys_db = _system_database()
+    n: sa.Table = sys_db.tables.notifications
+    with sys_db.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(n.c.destination_uuid, n.c.topic)
+            .where(n.c.destination_uuid == _any_of(sorted({wf for wf, _ in waits})))
+            .where(n.c.consumed.is_(False))
+            .distinct()
+        ).all()
+    have = {(str(r[0]), str(r[1])) for r in rows}
+    return [w for w in waits if w in have]
+
+
+def resume_parked(workflow_id: str, owner_xid: str | None) -> bool:
+    """Take a parked workflow's ownership over and execute it again (it replays from its
+    checkpoints). The token changes only if the row is still PENDING on this executor
+    with the parked execution's token, so a workflow that ended, was cancelled or adopted,
+    or was resumed already is left alone (False)."""
+    from dbos._core import execute_dequeued_workflow
+    from dbos._utils import GlobalParams, generate_uuid
+
+    dbos = _instance()
+    sys_db = dbos._sys_db
+    ws: sa.Table = sys_db.tables.workflow_status
+    token = generate_uuid()
+    now_ms = sa.cast(sa.func.extract("epoch", sa.func.now()) * 1000, sa.BigInteger)
+    with sys_db.engine.begin() as conn:
+        claimed = conn.execute(
+            sa.update(ws)
+            .where(ws.c.workflow_uuid == workflow_id)
+            .where(ws.c.status == WorkflowStatusString.PENDING.value)
+            .where(ws.c.executor_id == GlobalParams.executor_id)
+            .where(ws.c.owner_xid.is_not_distinct_from(owner_xid))
+            .values(owner_xid=token, updated_at=now_ms)
+            .returning(ws.c.workflow_uuid)
+        ).first()
+    if claimed is None:
+        return False
+    status = sys_db.get_workflow_status(workflow_id)
+    if status is None:
+        return False
+    execute_dequeued_workflow(dbos, status, token)
+    return True

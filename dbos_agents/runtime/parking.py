@@ -1,0 +1,269 @@
+"""Parked waits: a session that waits long for a client tool or an approval holds rows, not
+a coroutine.
+
+A wait is ``DBOS.recv_async``: while it waits, the workflow's suspended await chain, DBOS's
+contexts, its status and inputs and the waiter's event stay in memory, about 25 KB a
+session. A wait still unanswered after ``Settings.park_after_sec`` is *parked*: its
+workflow's task is cancelled inside the ``recv`` (DBOS records no outcome for a cancelled
+task, so the workflow stays PENDING and owned by this worker, exactly as after a crash at
+that wait), and a small stand-in takes the waiter's place in DBOS's waiter map. A
+notification for the wait (a submit, an interrupt), the catch-up re-check of lost
+notifications, or the wait's deadline then *resumes* it: the ``Parker`` thread takes the
+workflow's ownership token over (compare-and-swap on the token the parked execution held,
+so nothing else resumed, cancelled or adopted it meanwhile) and re-executes the workflow,
+which replays from the database up to the ``recv``, as a recovery does, and reads what was
+submitted.
+
+Parked, a session costs about 1 KB here. Only a root session's wait in its workflow's own
+task parks: a sub-agent's parent holds the child's task, and a wait inside a turn's
+concurrent calls has siblings in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import heapq
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from dbos import DBOS
+
+from . import _dbos_parking as compat
+from . import drain
+
+log = logging.getLogger("dbos_agents")
+
+_root_task: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.ContextVar(
+    "dbos_agents_root_task", default=None
+)
+_parking: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "dbos_agents_parking", default=False
+)
+_NO_CONTEXT = contextvars.Context()
+"""Timers of parked sessions run in this empty context: the task's own would keep its
+DBOS contexts alive."""
+RETRY_SEC = 1.0
+"""A resume that failed (database away) is tried again after this long."""
+
+
+def enter_workflow() -> None:
+    """Called as a session workflow begins: its task is the one a wait may cancel."""
+    _root_task.set(asyncio.current_task())
+
+
+class _DropParkingWarning(logging.Filter):
+    """DBOS warns about every cancelled workflow task; a parked one is not news."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_parking.get() and record.getMessage().startswith("Asyncio task cancelled"))
+
+
+logging.getLogger("dbos").addFilter(_DropParkingWarning())
+
+
+class _Wait:
+    __slots__ = ("evicted",)
+
+    def __init__(self) -> None:
+        self.evicted = False
+
+
+class _Wake:
+    """Stands in DBOS's waiter map for a parked wait: the listener (or the catch-up
+    re-check) calls ``set`` when a message for it arrives."""
+
+    __slots__ = ("parker", "workflow_id")
+
+    def __init__(self, parker: Parker, workflow_id: str) -> None:
+        self.parker = parker
+        self.workflow_id = workflow_id
+
+    def set(self) -> None:
+        self.parker.wake(self.workflow_id)
+
+    def is_set(self) -> bool:
+        return False
+
+
+@dataclass(slots=True)
+class _Parked:
+    topic: str
+    owner_xid: str | None
+    deadline: float
+    wake: _Wake
+
+
+class Parker:
+    """Parks long waits of this worker and resumes them (one thread for the resumes)."""
+
+    def __init__(self, park_after_sec: float | None, tick_sec: float = 0.25) -> None:
+        self.park_after_sec = park_after_sec
+        self.tick_sec = tick_sec
+        self.parked_total = 0
+        """Waits parked since launch."""
+        self.resumed_total = 0
+        """Parked waits resumed since launch (by a message or by their deadline)."""
+        self._lock = threading.Lock()
+        self._parked: dict[str, _Parked] = {}
+        self._deadlines: list[tuple[float, int, str, _Parked]] = []
+        self._seq = 0
+        self._inbox: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._check: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dbos-agents-parker", daemon=True)
+
+    @property
+    def parked(self) -> int:
+        """Waits parked right now."""
+        with self._lock:
+            return len(self._parked)
+
+    def is_parked(self, workflow_id: str) -> bool:
+        with self._lock:
+            return workflow_id in self._parked
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop resuming; the parked workflows stay PENDING for the next launch's recovery."""
+        self._stop.set()
+        self._inbox.put(None)
+        self._thread.join(5.0)
+        with self._lock:
+            parked, self._parked = self._parked, {}
+        for wf, p in parked.items():
+            compat.remove_waiter(wf, p.topic, p.wake)
+
+    async def recv(self, topic: str, timeout_seconds: float, deadline: float, may_park: bool) -> Any:
+        """``DBOS.recv_async(topic, timeout_seconds)``; parks after ``park_after_sec``
+        when ``may_park`` and the wait runs in its workflow's own task. ``deadline`` (epoch
+        seconds) is when the wait times out, and a parked wait resumes."""
+        task = asyncio.current_task()
+        if self.park_after_sec is None or not may_park or task is None:
+            return await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
+        if _root_task.get() is not task:
+            return await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
+        workflow_id = DBOS.workflow_id
+        assert workflow_id is not None
+        wait = _Wait()
+        timer = asyncio.get_running_loop().call_later(
+            self.park_after_sec, self._try_park, task, wait, workflow_id, topic
+        )
+        try:
+            return await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
+        except asyncio.CancelledError:
+            if wait.evicted:
+                _parking.set(True)
+                self._park(workflow_id, topic, compat.owner_xid(workflow_id), deadline)
+            raise
+        finally:
+            timer.cancel()
+
+    def _try_park(
+        self, task: asyncio.Task[Any], wait: _Wait, workflow_id: str, topic: str
+    ) -> None:
+        """On the workflow's loop: cancel the task if it is blocked in the ``recv``'s wait
+        with nothing delivered (its event unset). The check and the cancel are one loop
+        callback, so the ``recv`` cannot start consuming in between."""
+        if task.done() or drain.is_draining():
+            return
+        if not compat.waiting_unwoken(workflow_id, topic):
+            asyncio.get_running_loop().call_later(
+                self.tick_sec, self._try_park, task, wait, workflow_id, topic
+            )
+            return
+        wait.evicted = True
+        task.cancel()
+
+    def _park(self, workflow_id: str, topic: str, owner_xid: str | None, deadline: float) -> None:
+        wake = _Wake(self, workflow_id)
+        with self._lock:
+            p = self._parked[workflow_id] = _Parked(topic, owner_xid, deadline, wake)
+            self._push(deadline, workflow_id, p)
+            self._check.append(workflow_id)
+            self.parked_total += 1
+        # Whatever the cancelled recv left in the map goes: the wake is its only waiter.
+        compat.replace_waiters(workflow_id, topic, wake)
+        self._inbox.put("")  # look for a message that came between the cancel and now
+
+    def _push(self, at: float, workflow_id: str, p: _Parked) -> None:
+        """Under the lock: resume ``p`` at ``at`` (epoch seconds) if still parked then."""
+        self._seq += 1
+        heapq.heappush(self._deadlines, (at, self._seq, workflow_id, p))
+
+    def wake(self, workflow_id: str) -> None:
+        """Any thread: a message for a parked wait arrived."""
+        self._inbox.put(workflow_id)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                next_deadline = self._deadlines[0][0] if self._deadlines else None
+            timeout = self.tick_sec
+            if next_deadline is not None:
+                timeout = max(0.0, min(timeout, next_deadline - time.time()))
+            due: list[str] = []
+            try:
+                item = self._inbox.get(timeout=timeout)
+                while True:
+                    if item is None:
+                        return
+                    if item:
+                        due.append(item)
+                    item = self._inbox.get_nowait()
+            except queue.Empty:
+                pass
+            now = time.time()
+            with self._lock:
+                while self._deadlines and self._deadlines[0][0] <= now:
+                    _, _, wf, p = heapq.heappop(self._deadlines)
+                    if self._parked.get(wf) is p:  # not a wait resumed since
+                        due.append(wf)
+                check, self._check = self._check, []
+            if check:
+                due.extend(self._with_messages(check))
+            for wf in dict.fromkeys(due):
+                self._resume(wf)
+
+    def _with_messages(self, workflow_ids: list[str]) -> list[str]:
+        with self._lock:
+            waits = [(wf, p.topic) for wf in workflow_ids if (p := self._parked.get(wf))]
+        try:
+            return [wf for wf, _ in compat.unread_messages(waits)]
+        except Exception as exc:  # the catch-up re-check finds them later
+            log.warning("parked waits not checked", extra={"error": str(exc)})
+            return []
+
+    def _resume(self, workflow_id: str) -> None:
+        if drain.is_draining():
+            return  # left PENDING: the next launch (or an adopter) recovers it
+        with self._lock:
+            p = self._parked.pop(workflow_id, None)
+        if p is None:
+            return  # resumed already (a message and the deadline, or two messages)
+        compat.remove_waiter(workflow_id, p.topic, p.wake)
+        try:
+            resumed = compat.resume_parked(workflow_id, p.owner_xid)
+        except Exception as exc:  # database away: park it again and retry
+            log.warning(
+                "parked session not resumed yet",
+                extra={"event": "park.retry", "workflow_id": workflow_id, "error": str(exc)},
+            )
+            with self._lock:
+                self._parked[workflow_id] = p
+                self._push(time.time() + RETRY_SEC, workflow_id, p)
+            compat.replace_waiters(workflow_id, p.topic, p.wake)
+            return
+        if resumed:
+            self.resumed_total += 1
+        else:  # ended, cancelled or taken over meanwhile: nothing to resume here
+            log.info(
+                "parked session moved on",
+                extra={"event": "park.dropped", "workflow_id": workflow_id},
+            )

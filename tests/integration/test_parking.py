@@ -1,0 +1,145 @@
+"""Parked waits (``Settings.park_after_sec``, 0.3 s in this suite): a long wait leaves no
+coroutine behind, and a submit, an interrupt or its deadline resumes it by replay."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+import pytest
+from dbos._sys_db import LoopAwareEvent
+
+from dbos_agents import AgentClient, AgentRuntime
+from dbos_agents.runtime import _dbos_compat as compat
+from dbos_agents.runtime.context import get_context
+
+from .agents import EFFECTS
+from .test_client_tools import _pending, _tool_results
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+
+async def _until(pred: Callable[[], bool], what: str, within: float = 20) -> None:
+    for _ in range(int(within / 0.02)):
+        if pred():
+            return
+        await asyncio.sleep(0.02)
+    raise TimeoutError(what)
+
+
+def _parked(workflow_id: str) -> bool:
+    return get_context().parker.is_parked(workflow_id)
+
+
+def _live_waiters(workflow_id: str) -> list[object]:
+    """The waiters DBOS holds for the workflow: events of live ``recv`` calls, or the
+    parked stand-in."""
+    sys_db = compat._system_database()
+    out: list[object] = []
+    for _, comp, signal in sys_db.notifications_map.snapshot():
+        if comp[0] == workflow_id:
+            out.extend(signal._waiters)
+    return out
+
+
+def _tasks_of(workflow_id: str) -> int:
+    """Workflow tasks DBOS runs in this process for ``workflow_id``."""
+    dbos = compat._instance()
+    return sum(1 for wf in dbos._active_workflows_set._m if wf == workflow_id)
+
+
+async def test_a_long_wait_parks_and_a_submit_resumes_it(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    parker = get_context().parker
+    resumed = parker.resumed_total
+    h = await runtime.start("asker", "ship it?")
+    (p,) = await _pending(client, h.session_id)
+    await _until(lambda: _parked(h.workflow_id), "the wait never parked")
+    # Parked: no live recv and no running execution of the workflow, which DBOS still
+    # records as PENDING (so a restart would recover it like any waiting session).
+    assert not any(isinstance(w, LoopAwareEvent) for w in _live_waiters(h.workflow_id))
+    assert _tasks_of(h.workflow_id) == 0
+    st = await asyncio.to_thread(lambda: client.dbos.retrieve_workflow(h.workflow_id).get_status())
+    assert st is not None and st.status == "PENDING"
+    assert runtime.parked >= 1
+    out = await asyncio.to_thread(
+        client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True, "note": "y"}
+    )
+    assert out.status == "accepted"
+    res = await asyncio.wait_for(h.result(), 20)
+    assert res.status == "completed"
+    assert res.output == 'asker got: {"note":"y","ok":true}'
+    assert parker.resumed_total > resumed
+    assert not _parked(h.workflow_id)
+    assert len(_tool_results(await h.history())) == 1
+
+
+async def test_a_parked_approval_runs_its_tool_once(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    h = await runtime.start("closer", "close it")
+    (p,) = await _pending(client, h.session_id)
+    await _until(lambda: _parked(h.workflow_id), "the approval never parked")
+    out = await asyncio.to_thread(client.submit_approval, h.session_id, p.tool_call_id, approved=True)
+    assert out.status == "accepted"
+    res = await asyncio.wait_for(h.result(), 20)
+    assert res.status == "completed"
+    assert EFFECTS[f"close:{h.session_id}:acc-1"] == 1
+
+
+async def test_a_parked_wait_times_out_at_its_deadline(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    # confirm_fast times out after 1 s: parked at 0.3 s, resumed by its deadline.
+    parker = get_context().parker
+    h = await runtime.start("impatient", "hurry")
+    (p,) = await _pending(client, h.session_id)
+    await _until(lambda: _parked(h.workflow_id), "the wait never parked", within=1.5)
+    res = await asyncio.wait_for(h.result(), 20)
+    assert res.status == "completed"
+    (r,) = _tool_results(await h.history())
+    assert r["error"]["kind"] == "client_tool_timeout"
+    (tomb,) = await asyncio.to_thread(
+        client.pending, session_id=h.session_id, include_resolved=True
+    )
+    assert tomb.status == "timed_out" and tomb.resolved_at is not None
+    assert tomb.resolved_at >= p.deadline
+    assert not parker.is_parked(h.workflow_id)
+
+
+async def test_an_interrupt_reaches_a_parked_wait(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    h = await runtime.start("asker", "wait for me")
+    await _pending(client, h.session_id)
+    await _until(lambda: _parked(h.workflow_id), "the wait never parked")
+    out = await asyncio.to_thread(client.interrupt, h.session_id)
+    assert out.interrupted_sessions == [h.session_id]
+    # The interrupt cancels the workflow and wakes the wait: the resume finds it cancelled
+    # and leaves it (nothing runs), and the wait is parked no more.
+    await _until(lambda: not _parked(h.workflow_id), "the interrupted wait stayed parked")
+    assert (await asyncio.to_thread(client.session, h.session_id)).status == "interrupted"
+    st = await asyncio.to_thread(lambda: client.dbos.retrieve_workflow(h.workflow_id).get_status())
+    assert st is not None and st.status == "CANCELLED"
+    (tomb,) = await asyncio.to_thread(
+        client.pending, session_id=h.session_id, include_resolved=True
+    )
+    assert tomb.status == "cancelled"
+
+
+
+async def test_a_sub_agents_wait_stays_in_memory(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    # The parent holds its child's task: parking the child would strand the parent.
+    h = await runtime.start("boss", "deep")
+    (p,) = await _pending(client, h.session_id)
+    await asyncio.sleep(1.0)
+    assert not _parked(p.owner_session_id)
+    assert any(isinstance(w, LoopAwareEvent) for w in _live_waiters(p.owner_session_id))
+    await asyncio.to_thread(client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True})
+    res = await asyncio.wait_for(h.result(), 20)
+    assert res.status == "completed"
+    assert json.dumps(res.output).count("got") >= 1
