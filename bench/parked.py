@@ -25,7 +25,10 @@ Phases, in order:
    timeout checkpoint exists in ``dbos.operation_outputs``, the definition of
    submit_latency.py). Time to park = first start -> the last arming checkpoint's
    ``started_at_epoch_ms``/``completed_at_epoch_ms`` (read after the fact), falling back to
-   the poll that saw the count reach N. Then ``--idle`` seconds of nothing: the worker's CPU
+   the poll that saw the count reach N. With parking on (``--park-after``, default the
+   ``Settings.park_after_sec`` default, 30 s; ``never`` keeps every wait in memory), the
+   bench then waits ``park_after + 2`` s so the last armed waits park too, and the latency
+   and burst below resume parked sessions (by replay). Then ``--idle`` seconds of nothing: the worker's CPU
    while parked (DBOS re-checks each waiter in the database every 60 s as a safety net for
    lost notifications, so the idle cost grows with N).
 3. Latency. ``--samples`` of the waiting sessions, one at a time: t0 = ``time.time()`` just
@@ -55,7 +58,7 @@ counts by type to ``--profile-dir``; ``--py-spy`` records the burst with py-spy 
 
     python bench/parked.py [--sessions 10000] [--burst 1000] [--samples 300] [--warmup 5]
         [--start-wave 0] [--submit-threads 8] [--idle 10] [--quick] [--json]
-        [--profile-memory] [--py-spy] [--profile-dir /tmp/parked-prof]
+        [--park-after 30|never] [--profile-memory] [--py-spy] [--profile-dir /tmp/parked-prof]
 
 ``--quick``: 500 sessions, burst 100, 50 samples, 3 s idle (well under a minute).
 ``--sessions 100000`` is the large variant (see docs/bench-notes/parked.md for how long it
@@ -212,7 +215,11 @@ def memory_report(base_snapshot: Any, base_gc: Counter[str], parked: int) -> dic
 
 
 async def worker(
-    url: str, trace_frames: int, report_path: str | None, queue_poll: float | None
+    url: str,
+    trace_frames: int,
+    report_path: str | None,
+    queue_poll: float | None,
+    park_after: float | None,
 ) -> None:
     """One AgentRuntime. Prints ``READY`` when launched; SIGUSR1 writes the memory report
     (``MEM`` when written); SIGTERM shuts down."""
@@ -226,6 +233,7 @@ async def worker(
         queue_polling_interval_sec=queue_poll,
         log_level="ERROR",
         worker_concurrency=None,
+        park_after_sec=park_after,
     )
     rt = AgentRuntime(
         [Agent(AGENT, tools=[confirm], max_turns=3, tool_timeout=timedelta(hours=12))],
@@ -440,11 +448,13 @@ class Worker:
         report_path: str | None,
         env_extra: dict[str, str],
         queue_poll: float | None,
+        park_after: float | None,
     ) -> None:
         env = dict(os.environ, PGAPPNAME=WORKER_APPNAME, **env_extra)
         cmd = [sys.executable, __file__, "--worker", "--database-url", url]
         if queue_poll is not None:
             cmd += ["--queue-poll", str(queue_poll)]
+        cmd += ["--park-after", "never" if park_after is None else str(park_after)]
         if trace_frames:
             cmd += ["--trace-frames", str(trace_frames)]
         if report_path:
@@ -611,6 +621,7 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
             if v is not None
         },
         args.queue_poll,
+        args.park_after,
     )
     os.environ["PGAPPNAME"] = DRIVER_APPNAME
     settings = Settings(database_url=url, log_level="ERROR")
@@ -639,7 +650,11 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         park_s, park_cpu, parked, failed, park_threads, park_conns = park(
             client, w, args.sessions, args.start_wave, args.submit_threads
         )
-        snaps.append(Proc.take(f"{parked} parked", w.pid))
+        snaps.append(Proc.take(f"{parked} waiting", w.pid))
+        if args.park_after is not None:  # the last armed park after park_after_sec
+            console.log(f"letting the last waits park ({args.park_after:g} s + 2 s)")
+            time.sleep(args.park_after + 2.0)
+            snaps.append(Proc.take(f"{parked} waiting, parked", w.pid))
         conns_by_app = pg_connections(client.engine, w.pid)
         backends = db_backends(client.engine)
         console.log(f"parked {parked} in {park_s:.1f}s; idling {args.idle}s")
@@ -981,6 +996,10 @@ def _memory_tables(mem: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------------- main
 
 
+def _park_after(value: str) -> float | None:
+    return None if value == "never" else float(value)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--database-url", default=None)
@@ -996,6 +1015,12 @@ def main() -> None:
         type=float,
         default=None,
         help="worker's queue_polling_interval_sec (default: Settings' resolution, 1 s here)",
+    )
+    p.add_argument(
+        "--park-after",
+        type=_park_after,
+        default=Settings.model_fields["park_after_sec"].default,
+        help="worker's park_after_sec in seconds, or 'never' (default: the Settings default)",
     )
     p.add_argument(
         "--db-pool-size",
@@ -1023,7 +1048,15 @@ def main() -> None:
     args = p.parse_args()
     raise_nofile()
     if args.worker:
-        asyncio.run(worker(args.database_url, args.trace_frames, args.report_path, args.queue_poll))
+        asyncio.run(
+            worker(
+                args.database_url,
+                args.trace_frames,
+                args.report_path,
+                args.queue_poll,
+                args.park_after,
+            )
+        )
         return
     if args.quick:
         args.sessions, args.burst, args.samples, args.idle = 500, 100, 50, 3.0

@@ -67,10 +67,11 @@ logging.getLogger("dbos").addFilter(_DropParkingWarning())
 
 
 class _Wait:
-    __slots__ = ("evicted",)
+    __slots__ = ("evicted", "over")
 
     def __init__(self) -> None:
         self.evicted = False
+        self.over = False
 
 
 class _Wake:
@@ -163,6 +164,7 @@ class Parker:
                 self._park(workflow_id, topic, compat.owner_xid(workflow_id), deadline)
             raise
         finally:
+            wait.over = True  # a re-armed check (``_try_park``) stops at its next tick
             timer.cancel()
 
     def _try_park(
@@ -171,7 +173,7 @@ class Parker:
         """On the workflow's loop: cancel the task if it is blocked in the ``recv``'s wait
         with nothing delivered (its event unset). The check and the cancel are one loop
         callback, so the ``recv`` cannot start consuming in between."""
-        if task.done() or drain.is_draining():
+        if wait.over or task.done() or drain.is_draining():
             return
         if not compat.waiting_unwoken(workflow_id, topic):
             asyncio.get_running_loop().call_later(

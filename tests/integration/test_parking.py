@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable
 
 import pytest
@@ -74,6 +75,31 @@ async def test_a_long_wait_parks_and_a_submit_resumes_it(
     assert parker.resumed_total > resumed
     assert not _parked(h.workflow_id)
     assert len(_tool_results(await h.history())) == 1
+
+
+async def test_parking_logs_no_dbos_warning(runtime: AgentRuntime, client: AgentClient) -> None:
+    """DBOS warns about every cancelled workflow task; a parked one is not news."""
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    keep = Keep(logging.WARNING)
+    dbos_log = logging.getLogger("dbos")
+    dbos_log.addHandler(keep)
+    try:
+        h = await runtime.start("asker", "quiet?")
+        (p,) = await _pending(client, h.session_id)
+        await _until(lambda: _parked(h.workflow_id), "the wait never parked")
+        await asyncio.to_thread(
+            client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
+        )
+        assert (await asyncio.wait_for(h.result(), 20)).status == "completed"
+    finally:
+        dbos_log.removeHandler(keep)
+    assert dbos_log.isEnabledFor(logging.WARNING)
+    assert not [m for m in seen if "cancelled" in m], seen
 
 
 async def test_a_parked_approval_runs_its_tool_once(

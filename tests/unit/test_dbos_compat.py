@@ -183,3 +183,33 @@ async def test_outside_workflow_runs_with_no_dbos_context() -> None:
         assert get_local_dbos_context() is not None  # the caller's context is untouched
     finally:
         _dbos_context_var.reset(token)
+
+
+def test_what_parking_a_wait_relies_on() -> None:
+    """``_dbos_parking``: the waiter map's entries, an execution's ownership token, DBOS
+    records no outcome for a cancelled workflow task, and a claimed row re-executes."""
+    from dbos._context import DBOSContext, current_owner_xid
+    from dbos._core import _execute_workflow_async, execute_dequeued_workflow
+    from dbos._outcome import Pending
+
+    assert "_waiter" in dir(SystemDatabase)
+    waiters = ThreadSafeEventDict()
+    ev = LoopAwareEvent()
+    waiters.add("wf::t", ev, ("wf", "t", None))
+    signal = waiters.get("wf::t")
+    assert isinstance(signal, KeySignal) and signal._waiters == {ev}
+    with signal._lock:
+        pass
+    waiters.pop("wf::t", ev)
+    assert waiters.get("wf::t") is None
+    assert "owner_xid" in inspect.getsource(DBOSContext.__init__)
+    assert callable(current_owner_xid)
+    # A cancelled task propagates CancelledError past the outcome's recording (which
+    # catches Exception only), so the workflow stays PENDING.
+    wrap = inspect.getsource(Pending._wrap)
+    assert "except asyncio.CancelledError" in wrap and "raise" in wrap
+    assert "except Exception" in inspect.getsource(_execute_workflow_async)
+    params = inspect.signature(execute_dequeued_workflow).parameters
+    assert list(params) == ["dbos", "status", "owner_xid"]
+    assert {"workflow_uuid", "status", "executor_id", "owner_xid"} <= _columns("workflow_status")
+    assert {"destination_uuid", "topic", "consumed"} <= _columns("notifications")
