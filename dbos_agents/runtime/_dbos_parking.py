@@ -3,8 +3,9 @@
 
 Private names used: ``SystemDatabase._waiter`` (a waiter's key in the map and its
 components), ``notifications_map`` (``ThreadSafeEventDict.get/add/pop``, ``KeySignal``'s
-``_waiters``), the tables ``workflow_status`` and ``notifications``, ``engine``,
-``get_workflow_status``, ``dbos._context.current_owner_xid``, ``dbos._core.
+``_waiters``), the tables ``workflow_status``, ``notifications`` and ``operation_outputs``, ``engine``,
+``get_workflow_status``, ``serializer`` with ``dbos._serialization.deserialize_value`` (a
+recorded sleep's end), ``dbos._context.current_owner_xid``, ``dbos._core.
 execute_dequeued_workflow`` and ``dbos._utils.GlobalParams``/``generate_uuid``.
 """
 
@@ -76,6 +77,29 @@ def unread_messages(waits: list[tuple[str, str]]) -> list[tuple[str, str]]:
         ).all()
     have = {(str(r[0]), str(r[1])) for r in rows}
     return [w for w in waits if w in have]
+
+
+def recorded_wake_times(workflow_ids: list[str]) -> dict[str, float]:
+    """Each workflow's latest durable sleep end (epoch seconds): the timeout its waiting
+    ``recv`` recorded (``SystemDatabase.record_sleep``)."""
+    from dbos._serialization import deserialize_value
+
+    sys_db = _system_database()
+    oo: sa.Table = sys_db.tables.operation_outputs
+    with sys_db.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(oo.c.workflow_uuid, oo.c.output, oo.c.serialization)
+            .where(oo.c.workflow_uuid == _any_of(sorted(set(workflow_ids))))
+            .where(oo.c.function_name == "DBOS.sleep")
+            .order_by(oo.c.function_id)
+        ).all()
+    latest = {str(wf): (output, serialization) for wf, output, serialization in rows}
+    out: dict[str, float] = {}
+    for wf, (output, serialization) in latest.items():
+        end = deserialize_value(output, serialization, sys_db.serializer)
+        if isinstance(end, int | float):
+            out[wf] = float(end)
+    return out
 
 
 def resume_parked(workflow_id: str, owner_xid: str | None) -> bool:

@@ -15,8 +15,9 @@ which replays from the database up to the ``recv``, as a recovery does, and read
 submitted.
 
 Parked, a session costs about 1 KB here. Only a root session's wait in its workflow's own
-task parks: a sub-agent's parent holds the child's task, and a wait inside a turn's
-concurrent calls has siblings in flight.
+task parks (a client tool, an approval, or a persistent session's inbox between runs): a
+sub-agent's parent holds the child's task, and a wait inside a turn's concurrent calls has
+siblings in flight.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ class _Wake:
 class _Parked:
     topic: str
     owner_xid: str | None
-    deadline: float
+    deadline: float | None
     wake: _Wake
 
 
@@ -141,10 +142,13 @@ class Parker:
         for wf, p in parked.items():
             compat.remove_waiter(wf, p.topic, p.wake)
 
-    async def recv(self, topic: str, timeout_seconds: float, deadline: float, may_park: bool) -> Any:
+    async def recv(
+        self, topic: str, timeout_seconds: float, deadline: float | None, may_park: bool
+    ) -> Any:
         """``DBOS.recv_async(topic, timeout_seconds)``; parks after ``park_after_sec``
         when ``may_park`` and the wait runs in its workflow's own task. ``deadline`` (epoch
-        seconds) is when the wait times out, and a parked wait resumes."""
+        seconds) is when the wait times out, and a parked wait resumes; ``None``: the time
+        DBOS recorded for the ``recv``'s timeout (read once it parks)."""
         task = asyncio.current_task()
         if self.park_after_sec is None or not may_park or task is None:
             return await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
@@ -167,9 +171,7 @@ class Parker:
             wait.over = True  # a re-armed check (``_try_park``) stops at its next tick
             timer.cancel()
 
-    def _try_park(
-        self, task: asyncio.Task[Any], wait: _Wait, workflow_id: str, topic: str
-    ) -> None:
+    def _try_park(self, task: asyncio.Task[Any], wait: _Wait, workflow_id: str, topic: str) -> None:
         """On the workflow's loop: cancel the task if it is blocked in the ``recv``'s wait
         with nothing delivered (its event unset). The check and the cancel are one loop
         callback, so the ``recv`` cannot start consuming in between."""
@@ -183,11 +185,14 @@ class Parker:
         wait.evicted = True
         task.cancel()
 
-    def _park(self, workflow_id: str, topic: str, owner_xid: str | None, deadline: float) -> None:
+    def _park(
+        self, workflow_id: str, topic: str, owner_xid: str | None, deadline: float | None
+    ) -> None:
         wake = _Wake(self, workflow_id)
         with self._lock:
             p = self._parked[workflow_id] = _Parked(topic, owner_xid, deadline, wake)
-            self._push(deadline, workflow_id, p)
+            if deadline is not None:
+                self._push(deadline, workflow_id, p)
             self._check.append(workflow_id)
             self.parked_total += 1
         # Whatever the cancelled recv left in the map goes: the wake is its only waiter.
@@ -229,9 +234,31 @@ class Parker:
                         due.append(wf)
                 check, self._check = self._check, []
             if check:
+                self._read_deadlines(check)
                 due.extend(self._with_messages(check))
             for wf in dict.fromkeys(due):
                 self._resume(wf)
+
+    def _read_deadlines(self, workflow_ids: list[str]) -> None:
+        """The deadline of each newly parked wait that has none: DBOS's recorded timeout
+        (the ``recv``'s sleep). Unreadable (database away): resume soon and park again."""
+        with self._lock:
+            unknown = [
+                wf for wf in workflow_ids if (p := self._parked.get(wf)) and p.deadline is None
+            ]
+        if not unknown:
+            return
+        try:
+            found = compat.recorded_wake_times(unknown)
+        except Exception as exc:
+            log.warning("parked wait deadlines not read", extra={"error": str(exc)})
+            found = {}
+        with self._lock:
+            for wf in unknown:
+                p = self._parked.get(wf)
+                if p is not None and p.deadline is None:
+                    p.deadline = found.get(wf, time.time() + RETRY_SEC)
+                    self._push(p.deadline, wf, p)
 
     def _with_messages(self, workflow_ids: list[str]) -> list[str]:
         with self._lock:

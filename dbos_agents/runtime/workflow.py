@@ -235,7 +235,14 @@ async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
             await _publish(spec, outcome)
         if not wait_next:
             return outcome.model_dump(mode="json")
-        message = await DBOS.recv_async(INBOX_TOPIC, timeout_seconds=agent.idle_ttl.total_seconds())
+        # Idle between runs: a root session's inbox wait parks like a client tool's
+        # (``parking``), its deadline the timeout DBOS recorded for this recv.
+        message = await get_context().parker.recv(
+            INBOX_TOPIC,
+            agent.idle_ttl.total_seconds(),
+            None,
+            may_park=spec["session_id"] == spec["root_session_id"],
+        )
         if message is None:
             if await get_context().ledger.close_inbox(spec["session_id"], spec["run_seq"]):
                 return outcome.model_dump(mode="json")

@@ -169,3 +169,25 @@ async def test_a_sub_agents_wait_stays_in_memory(
     res = await asyncio.wait_for(h.result(), 20)
     assert res.status == "completed"
     assert json.dumps(res.output).count("got") >= 1
+
+
+async def test_a_persistent_sessions_idle_inbox_parks_and_wakes(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    # pchat waits 3 s (idle_ttl) on its inbox between runs: parked at 0.3 s, a follow-up
+    # resumes it, and the recorded timeout (not a fresh one) ends the parked workflow.
+    h1 = await runtime.start("pchat", "one")
+    assert (await asyncio.wait_for(h1.result(), 20)).output == "echo 0: one"
+    await _until(lambda: _parked(h1.workflow_id), "the idle inbox never parked")
+    h2 = await runtime.send(h1.session_id, "two")
+    assert h2.workflow_id == h1.workflow_id
+    assert (await asyncio.wait_for(h2.result(), 20)).output == "echo 1: two"
+    await _until(lambda: _parked(h1.workflow_id), "the idle inbox never parked again")
+
+    def ended() -> bool:
+        st = client.dbos.retrieve_workflow(h1.workflow_id).get_status()
+        return st is not None and st.status == "SUCCESS"
+
+    await _until(ended, "the parked inbox never reached its idle TTL")
+    assert not _parked(h1.workflow_id)
+    assert (await h2.status()).status == "completed"
