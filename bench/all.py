@@ -47,7 +47,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from sections import parked_section, recovery_section, start_section
+from sections import parked_section, parking_section, recovery_section, start_section
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -183,6 +183,16 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
             *("--start-wave", "500", "--idle", "5"),
         ],
     )
+    in_memory = on_fresh_database(
+        server_url,
+        PARKED_DB,
+        "5b/6 parked, waits kept in memory",
+        [
+            *(PY, "bench/parked.py", "--json", "--sessions", str(sizes.parked)),
+            *("--burst", str(sizes.burst), "--samples", str(min(300, sizes.parked // 4))),
+            *("--start-wave", "500", "--idle", "5", "--park-after", "never"),
+        ],
+    )
     recovery = run_json(
         "6/6 recovery",
         [
@@ -197,6 +207,7 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
         "submit_latency": submit,
         "start_latency": starts,
         "parked": parked,
+        "in_memory": in_memory,
         "recovery": recovery,
     }
 
@@ -564,6 +575,7 @@ def report(
         "",
         *start_section(results["start_latency"]),
         *parked_section(results["parked"]["figures"]),
+        *parking_section(results["parked"]["figures"], results["in_memory"]["figures"]),
         *recovery_section(results["recovery"]),
         "## What each benchmark is",
         "",
@@ -578,7 +590,8 @@ def report(
         "- `bench/start_latency.py`: a one-turn session at a time, started in the worker and"
         " through `AgentClient`, interleaved with raw DBOS starts (direct and enqueued).",
         "- `bench/parked.py`: many sessions waiting on a client tool in one worker process"
-        " (RSS, threads, connections), submits while they wait, then a burst.",
+        " (RSS, threads, connections), submits while they wait, then a burst; run twice,"
+        " with the default `park_after_sec` and with `--park-after never`.",
         "- `bench/recovery.py`: SIGKILL a worker with sessions in flight on a private"
         " cluster, restart it, count duplicate effects.",
         "- `bench/http_submit.py` (HTTP submit throughput through `dbos-agents serve`) needs a"

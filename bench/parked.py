@@ -507,6 +507,7 @@ class Worker:
 class Figures:
     sessions: int
     parked: int
+    park_after_s: float | None  # the worker's park_after_sec (None: waits stay in memory)
     park_s: float
     park_rate: float
     park_worker_cpu_s: float
@@ -759,6 +760,7 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         f = Figures(
             sessions=args.sessions,
             parked=parked,
+            park_after_s=args.park_after,
             park_s=park_s,
             park_rate=parked / park_s if park_s > 0 else float("nan"),
             park_worker_cpu_s=park_cpu,
@@ -843,7 +845,8 @@ def report(
         t.add_row(s.label, f"{s.rss_mb:.1f}", str(s.threads), f"{s.cpu_s:.2f}", str(s.pg_conns))
     console.print(t)
 
-    g = Table(title=f"parked sessions: {f.parked} waiting on a client tool in one worker")
+    mode = "in memory" if f.park_after_s is None else f"parked after {f.park_after_s:g} s"
+    g = Table(title=f"{f.parked} sessions waiting on a client tool in one worker ({mode})")
     for col in ("figure", "value", "goal", "met"):
         g.add_column(col, justify="left" if col == "figure" else "right")
     g.add_row(

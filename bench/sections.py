@@ -94,9 +94,43 @@ def parked_section(f: dict[str, Any]) -> list[str]:
         f"`bench/parked.py`: {f['parked']} sessions wait on a client tool in one worker"
         " process (measured from `/proc`, apart from the driver that plays the API server);"
         " then sequential submits while they all wait, then a burst of concurrent submits."
-        " See docs/bench-notes/parked.md for the 10,000-session run and the profiles.",
+        + (
+            " Every wait stays in memory (`park_after_sec` None)."
+            if f.get("park_after_s", 0) is None
+            else f" Waits park after {f.get('park_after_s', 30):g} s (`park_after_sec`, the"
+            " default): the submits resume parked sessions, by replay."
+        )
+        + " See docs/bench-notes/parked.md for the 10,000-session run and the profiles.",
         "",
         table(("figure", "value", "goal", "met"), [tuple(r) for r in rows]),
+        "",
+    ]
+
+
+def parking_section(parked: dict[str, Any], in_memory: dict[str, Any]) -> list[str]:
+    """The same bench with every wait kept in memory: what parking costs and saves."""
+
+    def ratio(key: str) -> str:
+        return f"{parked[key] / in_memory[key]:.2f}x" if in_memory[key] else "-"
+
+    rows = [
+        (label, f"{in_memory[k]:{fmt}}", f"{parked[k]:{fmt}}", ratio(k))
+        for label, k, fmt in (
+            ("RSS per waiting session (KB)", "rss_kb_per_session", ".1f"),
+            ("submit -> run finished p50 (ms)", "p50_ms", ".1f"),
+            ("submit -> run finished p99 (ms)", "p99_ms", ".1f"),
+            ("burst drain (sessions/s)", "drain_per_s", ".1f"),
+            ("worker CPU per resumed turn (ms)", "cpu_ms_per_turn", ".1f"),
+        )
+    ]
+    return [
+        "### Parked or kept in memory",
+        "",
+        f"The same run of `bench/parked.py` with `--park-after never`: every wait stays a"
+        f" suspended workflow in memory. Parking trades memory for the replay a resume"
+        f" pays ({parked['parked']} sessions; docs/architecture.md, \"Parked waits\").",
+        "",
+        table(("figure", "in memory", "parked", "parked / in memory"), [tuple(r) for r in rows]),
         "",
     ]
 
