@@ -102,18 +102,15 @@ def recorded_wake_times(workflow_ids: list[str]) -> dict[str, float]:
     return out
 
 
-def resume_parked(workflow_id: str, owner_xid: str | None) -> bool:
-    """Take a parked workflow's ownership over and execute it again (it replays from its
-    checkpoints). The token changes only if the row is still PENDING on this executor
-    with the parked execution's token, so a workflow that ended, was cancelled or adopted,
-    or was resumed already is left alone (False)."""
-    from dbos._core import execute_dequeued_workflow
-    from dbos._utils import GlobalParams, generate_uuid
+def claim_parked(workflow_id: str, owner_xid: str | None, token: str) -> bool:
+    """Take a parked workflow's ownership over: its token becomes ``token`` only if the row
+    is still PENDING on this executor with the parked execution's token (or already
+    ``token``: a retry after a claim whose commit was not acknowledged). A workflow that
+    ended, was cancelled or adopted, or was resumed already is left alone (False)."""
+    from dbos._utils import GlobalParams
 
-    dbos = _instance()
-    sys_db = dbos._sys_db
+    sys_db = _system_database()
     ws: sa.Table = sys_db.tables.workflow_status
-    token = generate_uuid()
     now_ms = sa.cast(sa.func.extract("epoch", sa.func.now()) * 1000, sa.BigInteger)
     with sys_db.engine.begin() as conn:
         claimed = conn.execute(
@@ -121,13 +118,20 @@ def resume_parked(workflow_id: str, owner_xid: str | None) -> bool:
             .where(ws.c.workflow_uuid == workflow_id)
             .where(ws.c.status == WorkflowStatusString.PENDING.value)
             .where(ws.c.executor_id == GlobalParams.executor_id)
-            .where(ws.c.owner_xid.is_not_distinct_from(owner_xid))
+            .where(sa.or_(ws.c.owner_xid.is_not_distinct_from(owner_xid), ws.c.owner_xid == token))
             .values(owner_xid=token, updated_at=now_ms)
             .returning(ws.c.workflow_uuid)
         ).first()
-    if claimed is None:
-        return False
-    status = sys_db.get_workflow_status(workflow_id)
+    return claimed is not None
+
+
+def execute_claimed(workflow_id: str, token: str) -> bool:
+    """Execute a workflow this worker claimed with ``token`` again: it replays from its
+    checkpoints (``execute_dequeued_workflow``, as a queue claim does)."""
+    from dbos._core import execute_dequeued_workflow
+
+    dbos = _instance()
+    status = dbos._sys_db.get_workflow_status(workflow_id)
     if status is None:
         return False
     execute_dequeued_workflow(dbos, status, token)

@@ -29,6 +29,8 @@ import logging
 import queue
 import threading
 import time
+import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,22 +41,22 @@ from . import drain
 
 log = logging.getLogger("dbos_agents")
 
-_root_task: contextvars.ContextVar[asyncio.Task[Any] | None] = contextvars.ContextVar(
+_root_task: contextvars.ContextVar[weakref.ref[asyncio.Task[Any]] | None] = contextvars.ContextVar(
     "dbos_agents_root_task", default=None
 )
+"""The workflow's task, weakly: the task's own context holds this, and a strong reference
+would make every finished task a cycle that only the garbage collector frees."""
 _parking: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "dbos_agents_parking", default=False
 )
-_NO_CONTEXT = contextvars.Context()
-"""Timers of parked sessions run in this empty context: the task's own would keep its
-DBOS contexts alive."""
 RETRY_SEC = 1.0
 """A resume that failed (database away) is tried again after this long."""
 
 
 def enter_workflow() -> None:
     """Called as a session workflow begins: its task is the one a wait may cancel."""
-    _root_task.set(asyncio.current_task())
+    task = asyncio.current_task()
+    _root_task.set(None if task is None else weakref.ref(task))
 
 
 class _DropParkingWarning(logging.Filter):
@@ -98,6 +100,8 @@ class _Parked:
     owner_xid: str | None
     deadline: float | None
     wake: _Wake
+    token: str | None = None
+    """The token a resume claims with, kept while it is retried."""
 
 
 class Parker:
@@ -152,7 +156,8 @@ class Parker:
         task = asyncio.current_task()
         if self.park_after_sec is None or not may_park or task is None:
             return await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
-        if _root_task.get() is not task:
+        root = _root_task.get()
+        if root is None or root() is not task:
             return await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
         workflow_id = DBOS.workflow_id
         assert workflow_id is not None
@@ -277,8 +282,14 @@ class Parker:
         if p is None:
             return  # resumed already (a message and the deadline, or two messages)
         compat.remove_waiter(workflow_id, p.topic, p.wake)
+        # The new token is fixed before the claim: a retry of a claim that committed
+        # unacknowledged matches it (``claim_parked``).
+        p.token = p.token or str(uuid.uuid4())
         try:
-            resumed = compat.resume_parked(workflow_id, p.owner_xid)
+            resumed = compat.claim_parked(workflow_id, p.owner_xid, p.token)
+            if resumed:
+                p.owner_xid, p.token = p.token, None
+                resumed = compat.execute_claimed(workflow_id, p.owner_xid)
         except Exception as exc:  # database away: park it again and retry
             log.warning(
                 "parked session not resumed yet",

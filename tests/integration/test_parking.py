@@ -108,7 +108,9 @@ async def test_a_parked_approval_runs_its_tool_once(
     h = await runtime.start("closer", "close it")
     (p,) = await _pending(client, h.session_id)
     await _until(lambda: _parked(h.workflow_id), "the approval never parked")
-    out = await asyncio.to_thread(client.submit_approval, h.session_id, p.tool_call_id, approved=True)
+    out = await asyncio.to_thread(
+        client.submit_approval, h.session_id, p.tool_call_id, approved=True
+    )
     assert out.status == "accepted"
     res = await asyncio.wait_for(h.result(), 20)
     assert res.status == "completed"
@@ -155,7 +157,6 @@ async def test_an_interrupt_reaches_a_parked_wait(
     assert tomb.status == "cancelled"
 
 
-
 async def test_a_sub_agents_wait_stays_in_memory(
     runtime: AgentRuntime, client: AgentClient
 ) -> None:
@@ -165,7 +166,9 @@ async def test_a_sub_agents_wait_stays_in_memory(
     await asyncio.sleep(1.0)
     assert not _parked(p.owner_session_id)
     assert any(isinstance(w, LoopAwareEvent) for w in _live_waiters(p.owner_session_id))
-    await asyncio.to_thread(client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True})
+    await asyncio.to_thread(
+        client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
+    )
     res = await asyncio.wait_for(h.result(), 20)
     assert res.status == "completed"
     assert json.dumps(res.output).count("got") >= 1
@@ -191,3 +194,38 @@ async def test_a_persistent_sessions_idle_inbox_parks_and_wakes(
     await _until(ended, "the parked inbox never reached its idle TTL")
     assert not _parked(h1.workflow_id)
     assert (await h2.status()).status == "completed"
+
+
+async def test_a_resume_claim_is_a_compare_and_swap_that_a_retry_repeats(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    from dbos_agents.runtime import _dbos_parking as parking_compat
+
+    parker = get_context().parker
+    h = await runtime.start("asker", "claim me")
+    (p,) = await _pending(client, h.session_id)
+    await _until(lambda: _parked(h.workflow_id), "the wait never parked")
+    with parker._lock:  # take it from the parker: this test resumes it by hand
+        entry = parker._parked.pop(h.workflow_id)
+    parking_compat.remove_waiter(h.workflow_id, entry.topic, entry.wake)
+    claim = parking_compat.claim_parked
+    assert await asyncio.to_thread(claim, h.workflow_id, entry.owner_xid, "token-1")
+    # A retry of a claim whose commit was not acknowledged matches its own token...
+    assert await asyncio.to_thread(claim, h.workflow_id, entry.owner_xid, "token-1")
+    # ...and nobody else's: the parked execution's token is gone.
+    assert not await asyncio.to_thread(claim, h.workflow_id, entry.owner_xid, "token-2")
+    await asyncio.to_thread(
+        client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True, "note": "h"}
+    )
+    resumed = await asyncio.to_thread(parking_compat.execute_claimed, h.workflow_id, "token-1")
+    assert resumed
+    res = await asyncio.wait_for(h.result(), 20)
+    assert res.output == 'asker got: {"note":"h","ok":true}'
+
+    # Ended (the outcome event comes just before DBOS records the end): no claim takes it.
+    def ended() -> bool:
+        st = client.dbos.retrieve_workflow(h.workflow_id).get_status()
+        return st is not None and st.status == "SUCCESS"
+
+    await _until(ended, "the resumed workflow never ended")
+    assert not await asyncio.to_thread(claim, h.workflow_id, "token-1", "token-3")
