@@ -11,9 +11,10 @@ from collections.abc import Callable
 import pytest
 from dbos._sys_db import LoopAwareEvent
 
-from dbos_agents import AgentClient, AgentRuntime
+from dbos_agents import AgentClient, AgentRuntime, PendingCall
 from dbos_agents.runtime import _dbos_compat as compat
 from dbos_agents.runtime.context import get_context
+from dbos_agents.runtime.runtime import SessionHandle
 
 from .agents import EFFECTS
 from .test_client_tools import _pending, _tool_results
@@ -31,6 +32,16 @@ async def _until(pred: Callable[[], bool], what: str, within: float = 20) -> Non
 
 def _parked(workflow_id: str) -> bool:
     return get_context().parker.is_parked(workflow_id)
+
+
+async def _parked_wait(
+    runtime: AgentRuntime, client: AgentClient, agent: str, message: str
+) -> tuple[SessionHandle, PendingCall]:
+    """Start a session whose first turn waits, and return once its wait parked."""
+    h = await runtime.start(agent, message)
+    (p,) = await _pending(client, h.session_id)
+    await _until(lambda: _parked(h.workflow_id), "the wait never parked")
+    return h, p
 
 
 def _live_waiters(workflow_id: str) -> list[object]:
@@ -55,9 +66,7 @@ async def test_a_long_wait_parks_and_a_submit_resumes_it(
 ) -> None:
     parker = get_context().parker
     resumed = parker.resumed_total
-    h = await runtime.start("asker", "ship it?")
-    (p,) = await _pending(client, h.session_id)
-    await _until(lambda: _parked(h.workflow_id), "the wait never parked")
+    h, p = await _parked_wait(runtime, client, "asker", "ship it?")
     # Parked: no live recv and no running execution of the workflow, which DBOS still
     # records as PENDING (so a restart would recover it like any waiting session).
     assert not any(isinstance(w, LoopAwareEvent) for w in _live_waiters(h.workflow_id))
@@ -89,9 +98,7 @@ async def test_parking_logs_no_dbos_warning(runtime: AgentRuntime, client: Agent
     dbos_log = logging.getLogger("dbos")
     dbos_log.addHandler(keep)
     try:
-        h = await runtime.start("asker", "quiet?")
-        (p,) = await _pending(client, h.session_id)
-        await _until(lambda: _parked(h.workflow_id), "the wait never parked")
+        h, p = await _parked_wait(runtime, client, "asker", "quiet?")
         await asyncio.to_thread(
             client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
         )
@@ -105,9 +112,7 @@ async def test_parking_logs_no_dbos_warning(runtime: AgentRuntime, client: Agent
 async def test_a_parked_approval_runs_its_tool_once(
     runtime: AgentRuntime, client: AgentClient
 ) -> None:
-    h = await runtime.start("closer", "close it")
-    (p,) = await _pending(client, h.session_id)
-    await _until(lambda: _parked(h.workflow_id), "the approval never parked")
+    h, p = await _parked_wait(runtime, client, "closer", "close it")
     out = await asyncio.to_thread(
         client.submit_approval, h.session_id, p.tool_call_id, approved=True
     )
@@ -140,9 +145,7 @@ async def test_a_parked_wait_times_out_at_its_deadline(
 async def test_an_interrupt_reaches_a_parked_wait(
     runtime: AgentRuntime, client: AgentClient
 ) -> None:
-    h = await runtime.start("asker", "wait for me")
-    await _pending(client, h.session_id)
-    await _until(lambda: _parked(h.workflow_id), "the wait never parked")
+    h, _ = await _parked_wait(runtime, client, "asker", "wait for me")
     out = await asyncio.to_thread(client.interrupt, h.session_id)
     assert out.interrupted_sessions == [h.session_id]
     # The interrupt cancels the workflow and wakes the wait: the resume finds it cancelled
@@ -202,9 +205,7 @@ async def test_a_resume_claim_is_a_compare_and_swap_that_a_retry_repeats(
     from dbos_agents.runtime import _dbos_parking as parking_compat
 
     parker = get_context().parker
-    h = await runtime.start("asker", "claim me")
-    (p,) = await _pending(client, h.session_id)
-    await _until(lambda: _parked(h.workflow_id), "the wait never parked")
+    h, p = await _parked_wait(runtime, client, "asker", "claim me")
     with parker._lock:  # take it from the parker: this test resumes it by hand
         entry = parker._parked.pop(h.workflow_id)
     parking_compat.remove_waiter(h.workflow_id, entry.topic, entry.wake)
