@@ -112,7 +112,8 @@ class Settings(BaseSettings):
     park_after_sec: float | None = Field(default=30.0, gt=0)
     """How long a root session's client-tool or approval wait stays in memory (a suspended
     workflow, about 25 KB) before it parks (rows only, about 1 KB); a parked wait resumes
-    by replaying its workflow, a few milliseconds more per resume. ``None``: never park."""
+    by replaying its workflow, a few milliseconds more per resume. ``None``: never park.
+    Ignored under ``worker_concurrency`` (a resume would start past the queue's limit)."""
     wake_recheck_interval_sec: float = 60.0
     """How often the worker looks, in one query for all waiting sessions, for a submitted
     result whose notification was lost. DBOS alone would re-check each waiting session at
@@ -138,6 +139,11 @@ class Settings(BaseSettings):
         if self.queue_polling_interval_sec is not None:
             return self.queue_polling_interval_sec
         return 0.2 if self.worker_concurrency is not None else 1.0
+
+    def park_after(self) -> float | None:
+        """The parking delay in force: ``park_after_sec``, except ``None`` (never park)
+        under ``worker_concurrency``, where a resume would start past the queue's limit."""
+        return self.park_after_sec if self.worker_concurrency is None else None
 
     def max_database_connections(self) -> int:
         """The most Postgres connections one worker opens, whatever its load: DBOS's system

@@ -155,7 +155,7 @@ class AgentRuntime:
                 "pool_pre_ping": False,
             },
         )
-        self._parker = Parker(s.park_after_sec)
+        self._parker = Parker(s.park_after())
         set_context(WorkerContext(self.agents, self.model, s, Ledger(ds), self._parker))
         DBOS.launch()
         await DBOS.register_queue_async(

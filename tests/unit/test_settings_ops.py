@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from dbos_agents.errors import ConfigurationError
 from dbos_agents.runtime.presence import Observer
@@ -108,3 +109,12 @@ def test_the_queue_poll_is_slow_unless_it_claims_every_start() -> None:
     assert Settings().queue_poll_sec() == 1.0  # starts are claimed on NOTIFY
     assert Settings(worker_concurrency=4).queue_poll_sec() == 0.2  # only the poll claims
     assert Settings(queue_polling_interval_sec=0.05).queue_poll_sec() == 0.05
+
+
+def test_parking_is_off_under_a_worker_concurrency_limit() -> None:
+    # A resume starts its workflow directly, past the queue's limit.
+    assert Settings().park_after() == 30.0
+    assert Settings(park_after_sec=None).park_after() is None
+    assert Settings(worker_concurrency=4).park_after() is None
+    with pytest.raises(ValidationError):
+        Settings(park_after_sec=0)
