@@ -173,26 +173,21 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
         "4/6 start_latency",
         [*(PY, "bench/start_latency.py", "--json", "--sessions", str(sizes.starts))],
     )
-    parked = on_fresh_database(
-        server_url,
-        PARKED_DB,
-        "5/6 parked",
-        [
-            *(PY, "bench/parked.py", "--json", "--sessions", str(sizes.parked)),
-            *("--burst", str(sizes.burst), "--samples", str(min(300, sizes.parked // 4))),
-            *("--start-wave", "500", "--idle", "5"),
-        ],
-    )
-    in_memory = on_fresh_database(
-        server_url,
-        PARKED_DB,
-        "5b/6 parked, waits kept in memory",
-        [
-            *(PY, "bench/parked.py", "--json", "--sessions", str(sizes.parked)),
-            *("--burst", str(sizes.burst), "--samples", str(min(300, sizes.parked // 4))),
-            *("--start-wave", "500", "--idle", "5", "--park-after", "never"),
-        ],
-    )
+
+    def parked_bench(label: str, *extra: str) -> dict[str, Any]:
+        return on_fresh_database(
+            server_url,
+            PARKED_DB,
+            label,
+            [
+                *(PY, "bench/parked.py", "--json", "--sessions", str(sizes.parked)),
+                *("--burst", str(sizes.burst), "--samples", str(min(300, sizes.parked // 4))),
+                *("--start-wave", "500", "--idle", "5", *extra),
+            ],
+        )
+
+    parked = parked_bench("5/6 parked")
+    in_memory = parked_bench("5b/6 parked, waits kept in memory", "--park-after", "never")
     recovery = run_json(
         "6/6 recovery",
         [

@@ -96,9 +96,9 @@ def parked_section(f: dict[str, Any]) -> list[str]:
         " then sequential submits while they all wait, then a burst of concurrent submits."
         + (
             " Every wait stays in memory (`park_after_sec` None)."
-            if f.get("park_after_s", 0) is None
-            else f" Waits park after {f.get('park_after_s', 30):g} s (`park_after_sec`, the"
-            " default): the submits resume parked sessions, by replay."
+            if f["park_after_s"] is None
+            else f" Waits park after {f['park_after_s']:g} s (`park_after_sec`): the submits"
+            " resume parked sessions, by replay."
         )
         + " See docs/bench-notes/parked.md for the 10,000-session run and the profiles.",
         "",
@@ -126,8 +126,8 @@ def parking_section(parked: dict[str, Any], in_memory: dict[str, Any]) -> list[s
     return [
         "### Parked or kept in memory",
         "",
-        f"The same run of `bench/parked.py` with `--park-after never`: every wait stays a"
-        f" suspended workflow in memory. Parking trades memory for the replay a resume"
+        "The same run of `bench/parked.py` with `--park-after never`: every wait stays a"
+        " suspended workflow in memory. Parking trades memory for the replay a resume"
         f" pays ({parked['parked']} sessions; docs/architecture.md, \"Parked waits\").",
         "",
         table(("figure", "in memory", "parked", "parked / in memory"), [tuple(r) for r in rows]),

@@ -56,7 +56,7 @@ def file_sources(
 CLIENT_POOL_SIZE = 5
 """The runtime's ``DBOSClient`` pool (submits and interrupts from inside the worker)."""
 SYNC_POOL_SIZE = 5
-"""The runtime's sync engine (migrations, client reads, reaping); its overflow is twice it."""
+"""The runtime's sync engine (migrations, client reads, reaping) and its overflow."""
 SYNC_MAX_OVERFLOW = 2 * SYNC_POOL_SIZE
 
 
@@ -110,9 +110,10 @@ class Settings(BaseSettings):
     """DBOS's thread pool, where async workflows' database calls run. Unbounded (DBOS's
     default), a burst of blocked calls grows it by a thread each, into the thousands."""
     park_after_sec: float | None = Field(default=30.0, gt=0)
-    """How long a root session's client-tool or approval wait stays in memory (a suspended
-    workflow, about 25 KB) before it parks (rows only, about 1 KB); a parked wait resumes
-    by replaying its workflow, a few milliseconds more per resume. ``None``: never park.
+    """How long a root session's client-tool, approval or idle-inbox wait stays in memory
+    (a suspended workflow, about 25 KB) before it parks (rows only, about 1 KB); a parked
+    wait resumes by replaying its workflow, a few milliseconds more per resume. ``None``:
+    never park.
     Ignored under ``worker_concurrency`` (a resume would start past the queue's limit)."""
     wake_recheck_interval_sec: float = 60.0
     """How often the worker looks, in one query for all waiting sessions, for a submitted

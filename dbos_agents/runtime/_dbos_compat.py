@@ -230,18 +230,24 @@ def catch_up_waiters() -> int:
     return _wake_present(
         sys_db.engine,
         sys_db.notifications_map.snapshot(),
-        lambda ids: (
-            sa.select(n.c.destination_uuid, n.c.topic)
-            .where(n.c.destination_uuid == _any_of(ids))
-            .where(n.c.consumed.is_(False))
-            .distinct()
-        ),
+        lambda ids: unread_topics(n, ids),
     ) + _wake_present(
         sys_db.engine,
         sys_db.workflow_events_map.snapshot(),
         lambda ids: sa.select(we.c.workflow_uuid, we.c.key).where(
             we.c.workflow_uuid == _any_of(ids)
         ),
+    )
+
+
+def unread_topics(notifications: sa.Table, workflow_ids: list[str]) -> sa.Select[Any]:
+    """(workflow id, topic) of every unconsumed message to ``workflow_ids``."""
+    n = notifications
+    return (
+        sa.select(n.c.destination_uuid, n.c.topic)
+        .where(n.c.destination_uuid == _any_of(workflow_ids))
+        .where(n.c.consumed.is_(False))
+        .distinct()
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from dbos._sys_db import WorkflowStatusString
 
-from ._dbos_compat import _any_of, _instance, _system_database
+from ._dbos_compat import _any_of, _instance, _system_database, unread_topics
 
 
 def owner_xid(workflow_id: str) -> str | None:
@@ -67,14 +67,9 @@ def unread_messages(waits: list[tuple[str, str]]) -> list[tuple[str, str]]:
     if not waits:
         return []
     sys_db = _system_database()
-    n: sa.Table = sys_db.tables.notifications
+    ids = sorted({wf for wf, _ in waits})
     with sys_db.engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(n.c.destination_uuid, n.c.topic)
-            .where(n.c.destination_uuid == _any_of(sorted({wf for wf, _ in waits})))
-            .where(n.c.consumed.is_(False))
-            .distinct()
-        ).all()
+        rows = conn.execute(unread_topics(sys_db.tables.notifications, ids)).all()
     have = {(str(r[0]), str(r[1])) for r in rows}
     return [w for w in waits if w in have]
 

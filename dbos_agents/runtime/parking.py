@@ -36,6 +36,7 @@ from typing import Any
 
 from dbos import DBOS
 
+from ..outcome import RunSpec
 from . import _dbos_parking as compat
 from . import drain
 
@@ -147,17 +148,22 @@ class Parker:
             compat.remove_waiter(wf, p.topic, p.wake)
 
     async def recv(
-        self, topic: str, timeout_seconds: float, deadline: float | None, may_park: bool
+        self, spec: RunSpec, topic: str, timeout_seconds: float, deadline: float | None
     ) -> Any:
-        """``DBOS.recv_async(topic, timeout_seconds)``; parks after ``park_after_sec``
-        when ``may_park`` and the wait runs in its workflow's own task. ``deadline`` (epoch
-        seconds) is when the wait times out, and a parked wait resumes; ``None``: the time
-        DBOS recorded for the ``recv``'s timeout (read once it parks)."""
+        """``DBOS.recv_async(topic, timeout_seconds)`` for the run ``spec``; parks after
+        ``park_after_sec`` when ``spec`` is a root session's and the wait runs in its
+        workflow's own task. ``deadline`` (epoch seconds) is when the wait times out, and a
+        parked wait resumes; ``None``: the time DBOS recorded for the ``recv``'s timeout
+        (read once it parks)."""
         task = asyncio.current_task()
-        if self.park_after_sec is None or not may_park or task is None:
-            return await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
         root = _root_task.get()
-        if root is None or root() is not task:
+        if (
+            self.park_after_sec is None
+            or spec["session_id"] != spec["root_session_id"]
+            or root is None
+            or task is None
+            or root() is not task
+        ):
             return await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
         workflow_id = DBOS.workflow_id
         assert workflow_id is not None

@@ -21,7 +21,7 @@ from ..errors import (
 from ..ids import run_event_key
 from ..models.base import Model
 from ..outcome import RunOutcome, SessionInfo
-from ..settings import CLIENT_POOL_SIZE, SYNC_POOL_SIZE, Settings
+from ..settings import CLIENT_POOL_SIZE, SYNC_MAX_OVERFLOW, SYNC_POOL_SIZE, Settings
 from ..store import queries, submit
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
 from ..store.migrate import SCHEMA, migrate
@@ -126,7 +126,10 @@ class AgentRuntime:
         s = self.settings
         await asyncio.to_thread(ensure_database, url, connect_timeout=s.connect_timeout_sec)
         engine = create_sync_engine(
-            url, pool_size=SYNC_POOL_SIZE, connect_timeout=s.connect_timeout_sec
+            url,
+            pool_size=SYNC_POOL_SIZE,
+            max_overflow=SYNC_MAX_OVERFLOW,  # the figures Settings.max_database_connections counts
+            connect_timeout=s.connect_timeout_sec,
         )
         await asyncio.to_thread(migrate, engine)
         if on_adopted is not None:

@@ -60,8 +60,7 @@ async def wait_for_submission(
     )
     # A root session's long wait parks (``parking``): rows only, until a submit or the
     # deadline resumes it.
-    root = spec["session_id"] == spec["root_session_id"]
-    payload = await get_context().parker.recv(tool_call_id, remaining, deadline, may_park=root)
+    payload = await get_context().parker.recv(spec, tool_call_id, remaining, deadline)
     if payload is None:
         status = await get_context().ledger.settle_timeout(spec["root_session_id"], tool_call_id)
         if status == "submitted":  # a submit committed just as the deadline passed: use it

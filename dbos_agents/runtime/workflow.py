@@ -238,10 +238,7 @@ async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
         # Idle between runs: a root session's inbox wait parks like a client tool's
         # (``parking``), its deadline the timeout DBOS recorded for this recv.
         message = await get_context().parker.recv(
-            INBOX_TOPIC,
-            agent.idle_ttl.total_seconds(),
-            None,
-            may_park=spec["session_id"] == spec["root_session_id"],
+            spec, INBOX_TOPIC, agent.idle_ttl.total_seconds(), None
         )
         if message is None:
             if await get_context().ledger.close_inbox(spec["session_id"], spec["run_seq"]):

@@ -44,11 +44,18 @@ def describe(url: str) -> str:
     return f"{host}:{p.port or 5432}/{p.database}"
 
 
-def create_sync_engine(url: str, *, pool_size: int = 5, connect_timeout: float = 5.0) -> sa.Engine:
+def create_sync_engine(
+    url: str,
+    *,
+    pool_size: int = 5,
+    max_overflow: int | None = None,
+    connect_timeout: float = 5.0,
+) -> sa.Engine:
+    """A pinged, pooled engine; ``max_overflow`` defaults to twice ``pool_size``."""
     return sa.create_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
-        max_overflow=pool_size * 2,
+        max_overflow=pool_size * 2 if max_overflow is None else max_overflow,
         pool_pre_ping=True,
         connect_args={"connect_timeout": max(1, int(connect_timeout))},
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
 
 import pytest
 from dbos._sys_db import LoopAwareEvent
@@ -18,16 +17,9 @@ from dbos_agents.runtime.runtime import SessionHandle
 
 from .agents import EFFECTS
 from .test_client_tools import _pending, _tool_results
+from .test_interrupts import _until, _workflow_ends, _workflow_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-
-
-async def _until(pred: Callable[[], bool], what: str, within: float = 20) -> None:
-    for _ in range(int(within / 0.02)):
-        if pred():
-            return
-        await asyncio.sleep(0.02)
-    raise TimeoutError(what)
 
 
 def _parked(workflow_id: str) -> bool:
@@ -71,8 +63,7 @@ async def test_a_long_wait_parks_and_a_submit_resumes_it(
     # records as PENDING (so a restart would recover it like any waiting session).
     assert not any(isinstance(w, LoopAwareEvent) for w in _live_waiters(h.workflow_id))
     assert _tasks_of(h.workflow_id) == 0
-    st = await asyncio.to_thread(lambda: client.dbos.retrieve_workflow(h.workflow_id).get_status())
-    assert st is not None and st.status == "PENDING"
+    assert await _workflow_status(client, h.workflow_id) == "PENDING"
     assert runtime.parked >= 1
     out = await asyncio.to_thread(
         client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True, "note": "y"}
@@ -152,8 +143,7 @@ async def test_an_interrupt_reaches_a_parked_wait(
     # and leaves it (nothing runs), and the wait is parked no more.
     await _until(lambda: not _parked(h.workflow_id), "the interrupted wait stayed parked")
     assert (await asyncio.to_thread(client.session, h.session_id)).status == "interrupted"
-    st = await asyncio.to_thread(lambda: client.dbos.retrieve_workflow(h.workflow_id).get_status())
-    assert st is not None and st.status == "CANCELLED"
+    assert await _workflow_status(client, h.workflow_id) == "CANCELLED"
     (tomb,) = await asyncio.to_thread(
         client.pending, session_id=h.session_id, include_resolved=True
     )
@@ -190,11 +180,8 @@ async def test_a_persistent_sessions_idle_inbox_parks_and_wakes(
     assert (await asyncio.wait_for(h2.result(), 20)).output == "echo 1: two"
     await _until(lambda: _parked(h1.workflow_id), "the idle inbox never parked again")
 
-    def ended() -> bool:
-        st = client.dbos.retrieve_workflow(h1.workflow_id).get_status()
-        return st is not None and st.status == "SUCCESS"
-
-    await _until(ended, "the parked inbox never reached its idle TTL")
+    # The parked inbox reaches its idle TTL: the workflow ends.
+    assert await _workflow_ends(client, h1.workflow_id) == "SUCCESS"
     assert not _parked(h1.workflow_id)
     assert (await h2.status()).status == "completed"
 
@@ -224,9 +211,5 @@ async def test_a_resume_claim_is_a_compare_and_swap_that_a_retry_repeats(
     assert res.output == 'asker got: {"note":"h","ok":true}'
 
     # Ended (the outcome event comes just before DBOS records the end): no claim takes it.
-    def ended() -> bool:
-        st = client.dbos.retrieve_workflow(h.workflow_id).get_status()
-        return st is not None and st.status == "SUCCESS"
-
-    await _until(ended, "the resumed workflow never ended")
+    assert await _workflow_ends(client, h.workflow_id) == "SUCCESS"
     assert not await asyncio.to_thread(claim, h.workflow_id, "token-1", "token-3")
