@@ -143,6 +143,11 @@ class AgentRuntime:
             "log_level": s.log_level,
             "max_executor_threads": s.max_executor_threads,
             "sys_db_pool_size": s.system_db_pool_size,
+            # DBOS's system engine pings every checkout, and every DBOS operation checks a
+            # connection out: about a fifth of a resumed turn's round trips. A connection
+            # that died with the server fails its statement instead, which invalidates the
+            # pool and is retried (DBOS's ``db_retry``), as the datasource below does.
+            "db_engine_kwargs": {"pool_pre_ping": False},
         }
         DBOS(config=config)
         ds = await AsyncSQLAlchemyDatasource.create(

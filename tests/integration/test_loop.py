@@ -14,6 +14,7 @@ from dbos_agents import (
     SessionBusyError,
     UnknownAgentError,
 )
+from dbos_agents.runtime._dbos_compat import _system_database
 
 from .agents import CONTEXTS, EFFECTS
 
@@ -173,3 +174,22 @@ async def test_client_started_unknown_agent_fails_the_session_visibly(
     info = await asyncio.to_thread(client.wait, sid, timeout=30)
     assert info.status == "failed"
     assert info.error is not None and "unknown agent 'nobody_here'" in info.error
+
+
+async def test_dbos_operations_check_connections_out_unpinged(
+    runtime: AgentRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every DBOS operation checks a system-database connection out; a ping each was about
+    a fifth of a resumed turn's round trips (a dead connection is retried instead)."""
+    engine = _system_database().engine
+    pings: list[object] = []
+    ping = engine.dialect.do_ping
+
+    def counted(conn: object) -> bool:
+        pings.append(conn)
+        return bool(ping(conn))
+
+    monkeypatch.setattr(engine.dialect, "do_ping", counted)
+    h = await runtime.start("support", "refund order 42")
+    assert (await h.result()).status == "completed"
+    assert pings == []
