@@ -1,4 +1,5 @@
-"""Every use of DBOS internals, in one place (with ``_dbos_parking`` for parked waits).
+"""Every use of DBOS internals, in one place (with ``_dbos_parking`` for parked waits and
+``_dbos_replay`` for replays).
 
 DBOS 3.4 has no public API for a few things operations need. Each function here names the
 private DBOS object it relies on; ``tests/unit/test_dbos_compat.py`` fails loudly when a

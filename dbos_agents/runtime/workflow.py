@@ -28,7 +28,7 @@ from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
 from ..results import ToolResult
-from . import drain, execution, outcomes, parking, run_bounds
+from . import _dbos_replay, drain, execution, outcomes, parking, run_bounds
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import Planned, Turn, kind_of
@@ -198,6 +198,8 @@ async def _publish(spec: RunSpec, outcome: RunOutcome) -> None:
 async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
     execution.begin_execution(version=version)
     parking.enter_workflow()
+    if DBOS.workflow_id is not None:
+        _dbos_replay.enter_workflow(DBOS.workflow_id)
     try:
         agent = get_context().agent(spec["agent"])
     except UnknownAgentError as exc:  # a client started an agent no worker knows

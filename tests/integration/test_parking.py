@@ -8,6 +8,7 @@ import json
 import logging
 
 import pytest
+import sqlalchemy as sa
 from dbos._sys_db import LoopAwareEvent
 
 from dbos_agents import AgentClient, AgentRuntime, PendingCall
@@ -213,3 +214,40 @@ async def test_a_resume_claim_is_a_compare_and_swap_that_a_retry_repeats(
     # Ended (the outcome event comes just before DBOS records the end): no claim takes it.
     assert await _workflow_ends(client, h.workflow_id) == "SUCCESS"
     assert not await asyncio.to_thread(claim, h.workflow_id, "token-1", "token-3")
+
+
+async def test_a_resume_reads_its_recorded_operations_once(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    """The replay of a resumed wait answers DBOS's per-operation checks from one read of
+    the workflow's records (``_dbos_replay``), instead of a transaction per operation."""
+    h, p = await _parked_wait(runtime, client, "asker", "ship it?")
+    sys_db = compat._system_database()
+    oo = sys_db.tables.operation_outputs
+    with sys_db.engine.connect() as conn:
+        recorded = conn.execute(
+            sa.select(sa.func.max(oo.c.function_id)).where(oo.c.workflow_uuid == h.workflow_id)
+        ).scalar_one()
+    checked: list[int] = []
+
+    def seen(_c: object, _cur: object, statement: str, params: object, *_: object) -> None:
+        if (
+            isinstance(params, dict)
+            and params.get("workflow_uuid_1") == h.workflow_id
+            and "function_id_1" in params
+            and "operation_outputs.function_name" in statement  # DBOS's check of one operation
+        ):
+            checked.append(int(params["function_id_1"]))
+
+    sa.event.listen(sys_db.engine, "before_cursor_execute", seen)
+    try:
+        out = await asyncio.to_thread(
+            client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
+        )
+        assert out.status == "accepted"
+        assert (await asyncio.wait_for(h.result(), 20)).status == "completed"
+    finally:
+        sa.event.remove(sys_db.engine, "before_cursor_execute", seen)
+    assert recorded >= 3  # the turn's waits step, the remaining step, the recv's sleep
+    assert [f for f in checked if f <= recorded] == []
+    assert checked, "the statement filter matched nothing: the test would pass vacuously"

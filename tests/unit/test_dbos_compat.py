@@ -213,3 +213,24 @@ def test_what_parking_a_wait_relies_on() -> None:
     assert list(params) == ["dbos", "status", "owner_xid"]
     assert {"workflow_uuid", "status", "executor_id", "owner_xid"} <= _columns("workflow_status")
     assert {"destination_uuid", "topic", "consumed"} <= _columns("notifications")
+
+
+def test_what_the_replay_snapshot_relies_on() -> None:
+    """``_dbos_replay``: the operation check it stands in for (called on the instance, its
+    result's keys, the two tables it reads), the shard-key switch and ``db_retry``."""
+    from dbos._sys_db import db_retry
+
+    params = inspect.signature(SystemDatabase.check_operation_execution).parameters
+    assert list(params) == ["self", "workflow_id", "function_id", "function_name", "owner_key"]
+    txn = inspect.getsource(SystemDatabase._check_operation_execution_txn)
+    for key in ("output", "error", "serialization", "child_workflow_id", "child_shard_key"):
+        assert f'"{key}"' in txn
+    assert "WorkflowStatusString.CANCELLED" in txn and "DBOSUnexpectedStepError" in txn
+    # Its callers go through the instance attribute, which install() replaces.
+    assert "self.check_operation_execution(" in inspect.getsource(SystemDatabase.recv_setup)
+    assert "_key_column" in dir(SystemDatabase)
+    assert "sys_db" in inspect.signature(db_retry).parameters
+    assert {"workflow_uuid", "function_id", "function_name", "output", "error"} <= _columns(
+        "operation_outputs"
+    )
+    assert {"child_workflow_id", "serialization"} <= _columns("operation_outputs")

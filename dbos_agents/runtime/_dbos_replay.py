@@ -1,0 +1,135 @@
+"""A replaying execution reads its recorded DBOS operations in one query.
+
+DBOS checks each operation of a workflow against its checkpoint before running it
+(``SystemDatabase.check_operation_execution``): a transaction with two reads, on a thread
+hop, per operation. A re-executed workflow (a parked wait resumed, a recovery) replays
+every operation its run recorded so far, about four per earlier wait, each paying that
+transaction. Here the first check of a session workflow's execution reads the workflow's
+status and *all* its recorded operations at once; later checks below the highest recorded
+id are answered from that snapshot, and once the execution passes it (every fresh
+execution at once) DBOS's own check runs again.
+
+Why a snapshot answers correctly: operation outputs are written once, by the execution
+that owns the workflow, in increasing id order, and this execution owns it now. So below
+the highest recorded id the snapshot is complete: a missing id is an operation an earlier
+execution began and never recorded (a ``recv`` whose wait it left, a step it crashed in),
+which DBOS would also find missing. What a snapshot skips is the per-operation status
+read: a cancellation during the replay is seen at the first operation past the snapshot
+instead of at the next replayed one. A recorded name other than the expected one goes to
+DBOS's check, which raises its ``DBOSUnexpectedStepError``.
+
+Private names used (checked by ``tests/unit/test_dbos_compat.py``): ``SystemDatabase.
+check_operation_execution`` (replaced on the instance), ``tables.workflow_status`` and
+``tables.operation_outputs``, ``_key_column`` (a sharded database is left alone) and
+``dbos._sys_db.db_retry``.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from ._dbos_compat import _system_database
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    workflow_id: str
+    rows: dict[int, tuple[Any, ...]] | None = None
+    """function id -> (output, error, function_name, child_workflow_id, serialization);
+    None until the execution's first check read it."""
+    last: int = -1
+    """The highest recorded id: past it, DBOS's own check."""
+    answered: int = field(default=0)
+
+
+_current: ContextVar[_Snapshot | None] = ContextVar("dbos_agents_replay", default=None)
+answered_total = 0
+"""Checks answered from a snapshot since launch (no transaction)."""
+
+
+def enter_workflow(workflow_id: str) -> None:
+    """Called as a session workflow's execution begins (its checks may use a snapshot)."""
+    _current.set(_Snapshot(workflow_id))
+
+
+def install() -> None:
+    """Replace DBOS's operation check on the launched system database (idempotent)."""
+    sys_db = _system_database()
+    if getattr(sys_db.check_operation_execution, "_dbos_agents", False):
+        return
+    if sys_db._key_column(sys_db.tables.operation_outputs, "child_shard_key") is not None:
+        return  # a sharded system database addresses rows by shard key: DBOS's own check
+    from dbos._sys_db import db_retry
+
+    original = sys_db.check_operation_execution
+    read = db_retry(sys_db=sys_db)(_reader(sys_db))
+
+    def check(
+        workflow_id: str, function_id: int, function_name: str, *, owner_key: str | None = None
+    ) -> Any:
+        snap = _current.get()
+        if snap is None or snap.workflow_id != workflow_id or owner_key is not None:
+            return original(workflow_id, function_id, function_name, owner_key=owner_key)
+        if snap.rows is None:  # this execution's first check: status and every record
+            snap.rows = read(workflow_id)
+            snap.last = max(snap.rows, default=-1)
+        elif function_id > snap.last:
+            return original(workflow_id, function_id, function_name)
+        row = snap.rows.get(function_id)
+        if function_id >= snap.last:
+            snap.rows, snap.last = {}, -1  # past the replay: free it
+        if row is None:
+            return None
+        output, error, name, child, serialization = row
+        if name != function_name:  # DBOS's check raises its DBOSUnexpectedStepError
+            return original(workflow_id, function_id, function_name)
+        global answered_total
+        answered_total += 1
+        return {
+            "output": output,
+            "error": error,
+            "serialization": serialization,
+            "child_workflow_id": child,
+            "child_shard_key": None,
+        }
+
+    check._dbos_agents = True  # type: ignore[attr-defined]
+    sys_db.check_operation_execution = check
+
+
+def _reader(sys_db: Any) -> Any:
+    """The workflow's status and recorded operations, in one transaction (DBOS's check
+    reads the same two tables for one operation)."""
+    from dbos._error import DBOSWorkflowCancelledError
+    from dbos._sys_db import WorkflowStatusString
+
+    ws: sa.Table = sys_db.tables.workflow_status
+    oo: sa.Table = sys_db.tables.operation_outputs
+
+    def read(workflow_id: str) -> dict[int, tuple[Any, ...]]:
+        with sys_db.engine.begin() as conn:
+            status = conn.execute(
+                sa.select(ws.c.status).where(ws.c.workflow_uuid == workflow_id)
+            ).scalar()
+            rows = conn.execute(
+                sa.select(
+                    oo.c.function_id,
+                    oo.c.output,
+                    oo.c.error,
+                    oo.c.function_name,
+                    oo.c.child_workflow_id,
+                    oo.c.serialization,
+                ).where(oo.c.workflow_uuid == workflow_id)
+            ).all()
+        assert status is not None, f"Error: Workflow {workflow_id} does not exist"
+        if status == WorkflowStatusString.CANCELLED.value:
+            raise DBOSWorkflowCancelledError(
+                f"Workflow {workflow_id} is cancelled. Aborting function."
+            )
+        return {int(r[0]): tuple(r[1:]) for r in rows}
+
+    return read
