@@ -97,37 +97,46 @@ def recorded_wake_times(workflow_ids: list[str]) -> dict[str, float]:
     return out
 
 
-def claim_parked(workflow_id: str, owner_xid: str | None, token: str) -> bool:
-    """Take a parked workflow's ownership over: its token becomes ``token`` only if the row
-    is still PENDING on this executor with the parked execution's token (or already
-    ``token``: a retry after a claim whose commit was not acknowledged). A workflow that
-    ended, was cancelled or adopted, or was resumed already is left alone (False)."""
+def claim_parked(claims: list[tuple[str, str | None, str]]) -> set[str]:
+    """Take parked workflows' ownership over, in one statement: each (workflow id, the
+    parked execution's token, new token) gets the new token only if its row is still
+    PENDING on this executor with the parked token (or already the new one: a retry after a
+    claim whose commit was not acknowledged). Returns the ids claimed; a workflow that
+    ended, was cancelled or adopted, or was resumed already is left alone."""
     from dbos._utils import GlobalParams
 
+    if not claims:
+        return set()
     sys_db = _system_database()
     ws: sa.Table = sys_db.tables.workflow_status
+    v = sa.values(
+        sa.column("wf", sa.Text), sa.column("old", sa.Text), sa.column("token", sa.Text), name="v"
+    ).data(claims)
     now_ms = sa.cast(sa.func.extract("epoch", sa.func.now()) * 1000, sa.BigInteger)
     with sys_db.engine.begin() as conn:
-        claimed = conn.execute(
+        rows = conn.execute(
             sa.update(ws)
-            .where(ws.c.workflow_uuid == workflow_id)
+            .where(ws.c.workflow_uuid == v.c.wf)
             .where(ws.c.status == WorkflowStatusString.PENDING.value)
             .where(ws.c.executor_id == GlobalParams.executor_id)
-            .where(sa.or_(ws.c.owner_xid.is_not_distinct_from(owner_xid), ws.c.owner_xid == token))
-            .values(owner_xid=token, updated_at=now_ms)
+            .where(
+                sa.or_(ws.c.owner_xid.is_not_distinct_from(v.c.old), ws.c.owner_xid == v.c.token)
+            )
+            .values(owner_xid=v.c.token, updated_at=now_ms)
             .returning(ws.c.workflow_uuid)
-        ).first()
-    return claimed is not None
+        ).all()
+    return {str(r[0]) for r in rows}
 
 
-def execute_claimed(workflow_id: str, token: str) -> bool:
+def claimed_statuses(workflow_ids: list[str]) -> dict[str, Any]:
+    """DBOS's status of each claimed workflow, read in one query, for ``execute_claimed``."""
+    statuses = _system_database().get_workflow_statuses(workflow_ids)
+    return {s["workflow_uuid"]: s for s in statuses}
+
+
+def execute_claimed(status: Any, token: str) -> None:
     """Execute a workflow this worker claimed with ``token`` again: it replays from its
     checkpoints (``execute_dequeued_workflow``, as a queue claim does)."""
     from dbos._core import execute_dequeued_workflow
 
-    dbos = _instance()
-    status = dbos._sys_db.get_workflow_status(workflow_id)
-    if status is None:
-        return False
-    execute_dequeued_workflow(dbos, status, token)
-    return True
+    execute_dequeued_workflow(_instance(), status, token)

@@ -109,22 +109,21 @@ def _reader(sys_db: Any) -> Any:
 
     ws: sa.Table = sys_db.tables.workflow_status
     oo: sa.Table = sys_db.tables.operation_outputs
+    wf = sa.bindparam("wf", type_=sa.Text)
+    status_stmt = sa.select(ws.c.status).where(ws.c.workflow_uuid == wf)
+    records_stmt = sa.select(
+        oo.c.function_id,
+        oo.c.output,
+        oo.c.error,
+        oo.c.function_name,
+        oo.c.child_workflow_id,
+        oo.c.serialization,
+    ).where(oo.c.workflow_uuid == wf)
 
     def read(workflow_id: str) -> dict[int, tuple[Any, ...]]:
         with sys_db.engine.begin() as conn:
-            status = conn.execute(
-                sa.select(ws.c.status).where(ws.c.workflow_uuid == workflow_id)
-            ).scalar()
-            rows = conn.execute(
-                sa.select(
-                    oo.c.function_id,
-                    oo.c.output,
-                    oo.c.error,
-                    oo.c.function_name,
-                    oo.c.child_workflow_id,
-                    oo.c.serialization,
-                ).where(oo.c.workflow_uuid == workflow_id)
-            ).all()
+            status = conn.execute(status_stmt, {"wf": workflow_id}).scalar()
+            rows = conn.execute(records_stmt, {"wf": workflow_id}).all()
         assert status is not None, f"Error: Workflow {workflow_id} does not exist"
         if status == WorkflowStatusString.CANCELLED.value:
             raise DBOSWorkflowCancelledError(

@@ -52,6 +52,8 @@ _parking: contextvars.ContextVar[bool] = contextvars.ContextVar(
 )
 RETRY_SEC = 1.0
 """A resume that failed (database away) is tried again after this long."""
+RESUME_BATCH = 100
+"""Waits due at once are claimed together, this many per statement."""
 
 
 def enter_workflow() -> None:
@@ -247,8 +249,9 @@ class Parker:
             if check:
                 self._read_deadlines(check)
                 due.extend(self._with_messages(check))
-            for wf in dict.fromkeys(due):
-                self._resume(wf)
+            due = list(dict.fromkeys(due))
+            for i in range(0, len(due), RESUME_BATCH):
+                self._resume(due[i : i + RESUME_BATCH])
 
     def _read_deadlines(self, workflow_ids: list[str]) -> None:
         """The deadline of each newly parked wait that has none: DBOS's recorded timeout
@@ -280,36 +283,58 @@ class Parker:
             log.warning("parked waits not checked", extra={"error": str(exc)})
             return []
 
-    def _resume(self, workflow_id: str) -> None:
+    def _resume(self, workflow_ids: list[str]) -> None:
+        """Resume these parked waits: one claim and one status read for all of them (a
+        burst of submits arrives here in batches), then each re-executes."""
         if drain.is_draining():
             return  # left PENDING: the next launch (or an adopter) recovers it
         with self._lock:
-            p = self._parked.pop(workflow_id, None)
-        if p is None:
-            return  # resumed already (a message and the deadline, or two messages)
-        compat.remove_waiter(workflow_id, p.topic, p.wake)
-        # The new token is fixed before the claim: a retry of a claim that committed
-        # unacknowledged matches it (``claim_parked``).
-        p.token = p.token or str(uuid.uuid4())
+            taken = [(wf, p) for wf in workflow_ids if (p := self._parked.pop(wf, None))]
+        # (Not found: resumed already, by a message and the deadline, or two messages.)
+        for wf, p in taken:
+            compat.remove_waiter(wf, p.topic, p.wake)
+            # The new token is fixed before the claim: a retry of a claim that committed
+            # unacknowledged matches it (``claim_parked``).
+            p.token = p.token or str(uuid.uuid4())
         try:
-            resumed = compat.claim_parked(workflow_id, p.owner_xid, p.token)
-            if resumed:
+            claimed = compat.claim_parked(
+                [(wf, p.owner_xid, p.token) for wf, p in taken if p.token]
+            )
+        except Exception as exc:  # database away: park them again and retry
+            self._retry(taken, exc)
+            return
+        for wf, p in taken:
+            if wf in claimed:
                 p.owner_xid, p.token = p.token, None
-                resumed = compat.execute_claimed(workflow_id, p.owner_xid)
-        except Exception as exc:  # database away: park it again and retry
+        mine = [(wf, p) for wf, p in taken if wf in claimed]
+        try:
+            statuses = compat.claimed_statuses([wf for wf, _ in mine]) if mine else {}
+        except Exception as exc:
+            self._retry(mine, exc)
+            return
+        for wf, p in taken:
+            status = statuses.get(wf)
+            if status is None:  # ended, cancelled or taken over meanwhile: nothing to resume
+                log.info(
+                    "parked session moved on", extra={"event": "park.dropped", "workflow_id": wf}
+                )
+                continue
+            try:
+                assert p.owner_xid is not None
+                compat.execute_claimed(status, p.owner_xid)
+            except Exception as exc:
+                self._retry([(wf, p)], exc)
+                continue
+            self.resumed_total += 1
+
+    def _retry(self, waits: list[tuple[str, _Parked]], exc: Exception) -> None:
+        """Park these again, to be resumed after ``RETRY_SEC`` (the database was away)."""
+        for wf, p in waits:
             log.warning(
                 "parked session not resumed yet",
-                extra={"event": "park.retry", "workflow_id": workflow_id, "error": str(exc)},
+                extra={"event": "park.retry", "workflow_id": wf, "error": str(exc)},
             )
             with self._lock:
-                self._parked[workflow_id] = p
-                self._push(time.time() + RETRY_SEC, workflow_id, p)
-            compat.replace_waiters(workflow_id, p.topic, p.wake)
-            return
-        if resumed:
-            self.resumed_total += 1
-        else:  # ended, cancelled or taken over meanwhile: nothing to resume here
-            log.info(
-                "parked session moved on",
-                extra={"event": "park.dropped", "workflow_id": workflow_id},
-            )
+                self._parked[wf] = p
+                self._push(time.time() + RETRY_SEC, wf, p)
+            compat.replace_waiters(wf, p.topic, p.wake)

@@ -194,26 +194,43 @@ async def test_a_resume_claim_is_a_compare_and_swap_that_a_retry_repeats(
 
     parker = get_context().parker
     h, p = await _parked_wait(runtime, client, "asker", "claim me")
-    with parker._lock:  # take it from the parker: this test resumes it by hand
-        entry = parker._parked.pop(h.workflow_id)
-    parking_compat.remove_waiter(h.workflow_id, entry.topic, entry.wake)
-    claim = parking_compat.claim_parked
-    assert await asyncio.to_thread(claim, h.workflow_id, entry.owner_xid, "token-1")
+    h2, p2 = await _parked_wait(runtime, client, "asker", "claim me too")
+    entries = {}
+    with parker._lock:  # take them from the parker: this test resumes them by hand
+        for wf in (h.workflow_id, h2.workflow_id):
+            entries[wf] = parker._parked.pop(wf)
+    for wf, entry in entries.items():
+        parking_compat.remove_waiter(wf, entry.topic, entry.wake)
+    old, old2 = entries[h.workflow_id].owner_xid, entries[h2.workflow_id].owner_xid
+
+    def claim(*claims: tuple[str, str | None, str]) -> set[str]:
+        return parking_compat.claim_parked(list(claims))
+
+    # One statement claims many; a wrong parked token claims nothing.
+    assert await asyncio.to_thread(
+        claim, (h.workflow_id, old, "token-1"), (h2.workflow_id, "not-its-token", "token-9")
+    ) == {h.workflow_id}
     # A retry of a claim whose commit was not acknowledged matches its own token...
-    assert await asyncio.to_thread(claim, h.workflow_id, entry.owner_xid, "token-1")
+    assert await asyncio.to_thread(claim, (h.workflow_id, old, "token-1")) == {h.workflow_id}
     # ...and nobody else's: the parked execution's token is gone.
-    assert not await asyncio.to_thread(claim, h.workflow_id, entry.owner_xid, "token-2")
-    await asyncio.to_thread(
-        client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True, "note": "h"}
+    assert await asyncio.to_thread(claim, (h.workflow_id, old, "token-2")) == set()
+    assert await asyncio.to_thread(claim, (h2.workflow_id, old2, "token-5")) == {h2.workflow_id}
+    for sid, call in ((h.session_id, p), (h2.session_id, p2)):
+        await asyncio.to_thread(
+            client.submit_tool_result, sid, call.tool_call_id, result={"ok": True, "note": "h"}
+        )
+    statuses = await asyncio.to_thread(
+        parking_compat.claimed_statuses, [h.workflow_id, h2.workflow_id]
     )
-    resumed = await asyncio.to_thread(parking_compat.execute_claimed, h.workflow_id, "token-1")
-    assert resumed
-    res = await asyncio.wait_for(h.result(), 20)
-    assert res.output == 'asker got: {"note":"h","ok":true}'
+    for wf, token in ((h.workflow_id, "token-1"), (h2.workflow_id, "token-5")):
+        await asyncio.to_thread(parking_compat.execute_claimed, statuses[wf], token)
+    for handle in (h, h2):
+        res = await asyncio.wait_for(handle.result(), 20)
+        assert res.output == 'asker got: {"note":"h","ok":true}'
 
     # Ended (the outcome event comes just before DBOS records the end): no claim takes it.
     assert await _workflow_ends(client, h.workflow_id) == "SUCCESS"
-    assert not await asyncio.to_thread(claim, h.workflow_id, "token-1", "token-3")
+    assert await asyncio.to_thread(claim, (h.workflow_id, "token-1", "token-3")) == set()
 
 
 async def test_a_resume_reads_its_recorded_operations_once(
