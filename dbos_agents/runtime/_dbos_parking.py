@@ -113,7 +113,8 @@ def claim_parked(claims: list[tuple[str, str | None, str]]) -> set[str]:
         sa.column("wf", sa.Text), sa.column("old", sa.Text), sa.column("token", sa.Text), name="v"
     ).data(claims)
     now_ms = sa.cast(sa.func.extract("epoch", sa.func.now()) * 1000, sa.BigInteger)
-    with sys_db.engine.begin() as conn:
+    with sys_db.engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT")  # one statement: one round trip
         rows = conn.execute(
             sa.update(ws)
             .where(ws.c.workflow_uuid == v.c.wf)
