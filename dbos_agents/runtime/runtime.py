@@ -264,7 +264,12 @@ class AgentRuntime:
                     if (value := remote.result()) is not None:
                         return value
                     handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(wf)
-                    if (await handle.get_status()).status not in ("PENDING", "ENQUEUED"):
+                    state = (await handle.get_status()).status
+                    if state == "CANCELLED":  # an interrupt cancels the workflow: no outcome
+                        return RunOutcome(
+                            session_id=session_id, run_seq=run_seq, status="interrupted"
+                        ).model_dump(mode="json")
+                    if state not in ("PENDING", "ENQUEUED"):
                         return await handle.get_result(polling_interval_sec=poll)
             finally:
                 outcomes.discard(wf, key, local)

@@ -150,3 +150,16 @@ async def test_the_waits_of_an_ended_run_are_closed(
         client.pending, session_id=h.session_id, include_resolved=True
     )
     assert [r.status for r in rows] == ["closed"]
+
+
+async def test_the_handle_of_an_interrupted_run_returns_interrupted(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    """An interrupt cancels the workflow, which publishes no outcome: ``result()`` returns
+    the ``interrupted`` outcome instead of raising DBOS's cancellation error."""
+    h = await runtime.start("asker", "wait for me")
+    await _until(lambda: client.pending(session_id=h.session_id), "the wait never opened")
+    out = await asyncio.to_thread(client.interrupt, h.session_id)
+    assert h.session_id in out.interrupted_sessions, out
+    res = await asyncio.wait_for(h.result(), 20)
+    assert (res.session_id, res.run_seq, res.status) == (h.session_id, 1, "interrupted")
