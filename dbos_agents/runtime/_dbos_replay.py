@@ -27,7 +27,7 @@ check_operation_execution`` (replaced on the instance), ``tables.workflow_status
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -43,12 +43,9 @@ class _Snapshot:
     None until the execution's first check read it."""
     last: int = -1
     """The highest recorded id: past it, DBOS's own check."""
-    answered: int = field(default=0)
 
 
 _current: ContextVar[_Snapshot | None] = ContextVar("dbos_agents_replay", default=None)
-answered_total = 0
-"""Checks answered from a snapshot since launch (no transaction)."""
 
 
 def enter_workflow(workflow_id: str) -> None:
@@ -87,8 +84,6 @@ def install() -> None:
         output, error, name, child, serialization = row
         if name != function_name:  # DBOS's check raises its DBOSUnexpectedStepError
             return original(workflow_id, function_id, function_name)
-        global answered_total
-        answered_total += 1
         return {
             "output": output,
             "error": error,
