@@ -440,17 +440,18 @@ def wait_finished(engine: sa.Engine, wf: str, timeout: float = 60.0) -> None:
         time.sleep(0.005)
 
 
-def hot_latencies(client: AgentClient, n: int) -> list[float]:
-    """Submit -> run finished (ms) for n fresh sessions, each answered as soon as its wait
-    is armed: within ``park_after_sec``, so the wait is still in memory (a browser tool's
-    case) while the others stay parked."""
+def answered_at_once(client: AgentClient, n: int, label: str) -> list[float]:
+    """Submit -> run finished (ms) for n fresh sessions, one at a time, each answered as
+    soon as its wait is armed: the warm-up, and with parking on the fresh-wait sample
+    (within ``park_after_sec`` the wait is still in memory, a browser tool's case, while
+    the others stay parked)."""
     out: list[float] = []
     for i in range(n):
-        sid = client.start(AGENT, f"hot {i}")
+        sid = client.start(AGENT, f"{label} {i}")
         deadline = time.monotonic() + 60
         while not (rows := client.pending(session_id=sid)):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"hot session {sid} never waited")
+                raise TimeoutError(f"{label} session {sid} never waited")
             time.sleep(0.005)
         wait_armed(client.engine, sid)
         t0 = timed_submit(client, sid, rows[0].tool_call_id)
@@ -657,17 +658,7 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
     snaps = [Proc.take("just after launch (baseline)", w.pid)]
     try:
         # 1. warm-up: a few complete sessions, one at a time
-        for i in range(args.warmup):
-            sid = client.start(AGENT, f"warm-up {i}")
-            deadline = time.monotonic() + 60
-            while not (rows := client.pending(session_id=sid)):
-                if time.monotonic() > deadline:
-                    raise TimeoutError("warm-up session never waited")
-                time.sleep(0.01)
-            while armed_count(client.engine) < 1:
-                time.sleep(0.01)
-            timed_submit(client, sid, rows[0].tool_call_id)
-            wait_finished(client.engine, sid)
+        answered_at_once(client, args.warmup, "warm-up")
         snaps.append(Proc.take(f"after {args.warmup} warm-up sessions", w.pid))
         c0, t0 = cpu_seconds(w.pid), time.monotonic()
         time.sleep(min(args.idle, 5.0))
@@ -715,7 +706,7 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         hot: list[float] = []
         if args.park_after is not None and args.hot_samples:
             console.log(f"latency: {args.hot_samples} fresh sessions answered within park_after")
-            hot = hot_latencies(client, args.hot_samples)
+            hot = answered_at_once(client, args.hot_samples, "hot")
         snaps.append(Proc.take("after the latency samples", w.pid))
 
         # 4. burst

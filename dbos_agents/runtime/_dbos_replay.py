@@ -26,6 +26,7 @@ check_operation_execution`` (replaced on the instance), ``tables.workflow_status
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -96,7 +97,7 @@ def install() -> None:
     sys_db.check_operation_execution = check
 
 
-def _reader(sys_db: Any) -> Any:
+def _reader(sys_db: Any) -> Callable[[str], dict[int, tuple[Any, ...]]]:
     """The workflow's status and recorded operations, in one statement (DBOS's check
     reads the same two tables for one operation)."""
     from dbos._error import DBOSWorkflowCancelledError

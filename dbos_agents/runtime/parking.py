@@ -291,22 +291,21 @@ class Parker:
         with self._lock:
             taken = [(wf, p) for wf in workflow_ids if (p := self._parked.pop(wf, None))]
         # (Not found: resumed already, by a message and the deadline, or two messages.)
+        claims: list[tuple[str, str | None, str]] = []
         for wf, p in taken:
             compat.remove_waiter(wf, p.topic, p.wake)
             # The new token is fixed before the claim: a retry of a claim that committed
             # unacknowledged matches it (``claim_parked``).
-            p.token = p.token or str(uuid.uuid4())
+            p.token = token = p.token or str(uuid.uuid4())
+            claims.append((wf, p.owner_xid, token))
         try:
-            claimed = compat.claim_parked(
-                [(wf, p.owner_xid, p.token) for wf, p in taken if p.token]
-            )
+            claimed = compat.claim_parked(claims)
         except Exception as exc:  # database away: park them again and retry
             self._retry(taken, exc)
             return
-        for wf, p in taken:
-            if wf in claimed:
-                p.owner_xid, p.token = p.token, None
         mine = [(wf, p) for wf, p in taken if wf in claimed]
+        for _, p in mine:
+            p.owner_xid, p.token = p.token, None
         try:
             statuses = compat.claimed_statuses([wf for wf, _ in mine]) if mine else {}
         except Exception as exc:
