@@ -72,6 +72,9 @@ async def _lost_notification(runtime: AgentRuntime, client: AgentClient, parked:
     else:
         assert not parked, "the wait never parked"
     await asyncio.to_thread(_trigger, client, False)
+    # Counted before the submit: a re-check pass that runs between the submit's commit and
+    # a later read would wake the session and already be in the count.
+    passes = watch.passes
     try:
         out = await asyncio.to_thread(
             client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
@@ -79,7 +82,6 @@ async def _lost_notification(runtime: AgentRuntime, client: AgentClient, parked:
     finally:
         await asyncio.to_thread(_trigger, client, True)
     assert out.status == "accepted"
-    passes = watch.passes
     res = await asyncio.wait_for(h.result(), 20)
     assert watch.passes > passes
     assert res.status == "completed"
