@@ -300,6 +300,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # fields 14, 15 of stat(5)
 
 
+def postgres_cpu_seconds() -> float:
+    """CPU of every local ``postgres`` process, with the reaped backends' (children's) time.
+
+    Zero when the server is not on this machine: the per-turn figure is then left out."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{entry}/stat") as f:
+                head, _, rest = f.read().rpartition(")")
+            if head.endswith("(postgres"):
+                fields = rest.split()
+                total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return total / TICK
+
+
 def host_busy() -> tuple[int, int]:
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
@@ -569,6 +586,8 @@ class Figures:
     submits_s: float
     cpu_ms_per_turn: float
     burst_host_busy_pct: float
+    pg_cpu_ms_per_turn: float
+    bench_cpu_ms_per_turn: float
     burst_p50_ms: float
     burst_p99_ms: float
     failed_before_park: int
@@ -723,6 +742,7 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
                     "--rate",
                     "100",
                     "--nonblocking",
+                    "--gil",  # the thread holding the GIL: where the worker's Python time goes
                     "--format",
                     "raw",
                     "--output",
@@ -733,6 +753,7 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
             )
             time.sleep(1.0)
         cpu0, host0 = cpu_seconds(w.pid), host_busy()
+        pg_cpu0, self_cpu0 = postgres_cpu_seconds(), time.process_time()
         submitted: dict[str, float] = {}
         errors: Counter[str] = Counter()
         max_threads, max_conns = 0, 0
@@ -766,6 +787,8 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
             if submits_end is not None:
                 left &= set(submitted)
         burst_cpu = cpu_seconds(w.pid) - cpu0
+        burst_pg_cpu = postgres_cpu_seconds() - pg_cpu0
+        burst_self_cpu = time.process_time() - self_cpu0
         hb1 = host_busy()
         host_pct = 100 * (hb1[0] - host0[0]) / max(1, hb1[1] - host0[1])
         pool.shutdown(wait=True)
@@ -820,6 +843,8 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
             drain_per_s=len(done) / drain_s if done and drain_s > 0 else float("nan"),
             submits_s=submits_end - t_burst,
             cpu_ms_per_turn=burst_cpu * 1000 / max(1, len(done)),
+            pg_cpu_ms_per_turn=burst_pg_cpu * 1000 / max(1, len(done)),
+            bench_cpu_ms_per_turn=burst_self_cpu * 1000 / max(1, len(done)),
             burst_host_busy_pct=host_pct,
             burst_p50_ms=pct(burst_lat, 50) if burst_lat else float("nan"),
             burst_p99_ms=pct(burst_lat, 99) if burst_lat else float("nan"),
@@ -967,6 +992,13 @@ def report(
         "",
     )
     g.add_row("  worker CPU per resumed turn", f"{f.cpu_ms_per_turn:.1f} ms", "", "")
+    if f.pg_cpu_ms_per_turn > 0:
+        g.add_row(
+            "  Postgres / bench client (submits, polling) CPU per turn",
+            f"{f.pg_cpu_ms_per_turn:.1f} / {f.bench_cpu_ms_per_turn:.1f} ms",
+            "",
+            "",
+        )
     g.add_row(
         "  host CPU busy during the burst (2 cores)", f"{f.burst_host_busy_pct:.0f} %", "", ""
     )

@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-WORKFLOW_NAME = "dbos_agents.session.v3"
-"""What new runs start: the model turn, the server tools and the run's end replay from our
-own rows, not DBOS checkpoints (``runtime.execution``)."""
+WORKFLOW_NAME = "dbos_agents.session.v4"
+"""What new runs start: the model turn, the server tools and the run's end (with the run's
+outcome event) replay from our own rows, not DBOS checkpoints (``runtime.execution``)."""
+WORKFLOW_NAME_V3 = "dbos_agents.session.v3"
 WORKFLOW_NAME_V2 = "dbos_agents.session.v2"
 WORKFLOW_NAME_V1 = "dbos_agents.session.v1"
-"""v1 and v2 stay registered, so runs started before an upgrade recover on their own step
+"""v1 to v3 stay registered, so runs started before an upgrade recover on their own step
 sequence."""
 INBOX_TOPIC = "dbos_agents.inbox"
 """Where a persistent session's workflow waits for its next user message."""

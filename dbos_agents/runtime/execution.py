@@ -17,6 +17,12 @@ so a run recovers on the sequence it began with:
 | ``session.v1`` | DBOS step | DBOS step | datasource transaction |
 | ``session.v2`` | DBOS step | our result row | datasource transaction |
 | ``session.v3`` | our turn rows | our result row | fenced, idempotent plain write |
+| ``session.v4`` | as v3 | as v3 | as v3, with the outcome event in it |
+
+``session.v4`` also drops two DBOS operations per run or wait: the outcome event is a row of
+the run's end script instead of ``DBOS.set_event`` (``_dbos_events``), and a wait's timeout
+is computed from its absolute deadline instead of in a step (DBOS records the ``recv``'s
+own end on its first execution and keeps it on every later one).
 
 The state is one mutable cell per workflow execution, set on entry by the workflow; steps
 (and the concurrent tool calls' tasks, which copy the context) see the same cell.
@@ -27,7 +33,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-LATEST = 3
+LATEST = 4
 
 
 @dataclass
@@ -72,3 +78,13 @@ def tool_checkpoints() -> bool:
 def model_checkpoints() -> bool:
     """Whether the model turn and the run's end are DBOS checkpoints (v1, v2)."""
     return version() < 3
+
+
+def outcome_event_in_run_end() -> bool:
+    """Whether the run's end writes the outcome event itself (v4), not ``DBOS.set_event``."""
+    return version() >= 4
+
+
+def remaining_as_step() -> bool:
+    """Whether a wait reads its remaining time in a DBOS step (before v4)."""
+    return version() < 4

@@ -1,4 +1,4 @@
-"""A run's begin and end in ``session.v3``: plain transactions on the driver that replay
+"""A run's begin and end from ``session.v3``: plain transactions on the driver that replay
 from our own rows, instead of datasource transactions with a DBOS checkpoint each.
 
 **Begin** marks the run running (fenced on ``run_seq``), answers calls an interrupted run
@@ -82,12 +82,15 @@ async def end(
     error: str | None,
     open_inbox: bool = False,
     results: list[dict[str, Any]] | None = None,
+    event: pg.Stmt | None = None,
 ) -> None:
-    """``Ledger.finish_run`` without a checkpoint (see the module doc)."""
+    """``Ledger.finish_run`` without a checkpoint (see the module doc); ``event``, the
+    run's outcome event (``session.v4``), commits with it."""
     sid, run = spec["session_id"], spec["run_seq"]
     tail = [
         pending.close_open_stmt(sid, f"run_{status}", run),
         sessions.finish_stmt(spec, status, output, error, open_inbox),
+        *([event] if event is not None else []),
     ]
 
     async def write() -> None:

@@ -45,8 +45,16 @@ async def wait_for_submission(
     spec: RunSpec, kind: str, tool: str, tool_call_id: str, deadline: float
 ) -> Delivery | None:
     """Wait for what ``AgentClient`` submits; ``None`` when the deadline passed. An
-    interrupt delivered to the wait raises ``RunInterrupted``."""
-    remaining = await remaining_step(deadline)
+    interrupt delivered to the wait raises ``RunInterrupted``.
+
+    The timeout given to ``recv`` matters only on its first execution: DBOS records the end
+    it fixes and every later execution (a replay, a recovery, a parked resume) keeps that
+    end. So from ``session.v4`` it is read from the clock here, not recorded by a step of
+    its own (before: ``remaining_step``, an operation per wait)."""
+    if execution.remaining_as_step():
+        remaining = await remaining_step(deadline)
+    else:
+        remaining = max(0.0, deadline - time.time())
     log.info(
         "client_tool.suspended",
         extra={

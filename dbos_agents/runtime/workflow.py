@@ -1,11 +1,13 @@
-"""The session workflow (``dbos_agents.session.v3``): the agent loop as a DBOS workflow.
+"""The session workflow (``dbos_agents.session.v4``): the agent loop as a DBOS workflow.
 
 Per turn: the model turn (which records the previous turn's tool results and its own turn
 in one transaction, and replays from those rows) -> the server tools, concurrently, each
 an attempt that records its own result row and replays from it (``steps.tool_op``). Older
 versions, still registered for runs started before an upgrade, checkpoint some of these as
 DBOS steps (the table in ``execution``). The body is deterministic: it reads no clock, no
-randomness and no environment, and all I/O is in steps or replays from our own rows.
+randomness and no environment, and all I/O is in steps or replays from our own rows (one
+exception, ``waits``: a wait's timeout is its deadline less the clock, which only the
+``recv``'s first execution reads; DBOS records the end it fixes).
 """
 
 from __future__ import annotations
@@ -23,12 +25,19 @@ from pydantic import ValidationError
 
 from ..agent import Agent
 from ..errors import ModelError, UnknownAgentError
-from ..ids import INBOX_TOPIC, WORKFLOW_NAME, WORKFLOW_NAME_V1, WORKFLOW_NAME_V2, run_event_key
+from ..ids import (
+    INBOX_TOPIC,
+    WORKFLOW_NAME,
+    WORKFLOW_NAME_V1,
+    WORKFLOW_NAME_V2,
+    WORKFLOW_NAME_V3,
+    run_event_key,
+)
 from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
 from ..results import ToolResult
-from . import _dbos_replay, drain, execution, outcomes, parking, run_bounds
+from . import _dbos_events, _dbos_replay, drain, execution, outcomes, parking, run_bounds
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import Planned, Turn, kind_of
@@ -149,6 +158,13 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
     and runs the next message in the same workflow; each run's outcome is published as the
     workflow event ``run:<run_seq>``.
     """
+    return await _session(spec, version=4)
+
+
+@DBOS.workflow(name=WORKFLOW_NAME_V3)
+async def session_workflow_v3(spec: RunSpec) -> dict[str, Any]:
+    """``session.v3``: the outcome event a DBOS operation, a wait's timeout read in a step;
+    only runs started before v4 execute it."""
     return await _session(spec, version=3)
 
 
@@ -165,7 +181,12 @@ async def session_workflow_v1(spec: RunSpec) -> dict[str, Any]:
     return await _session(spec, version=1)
 
 
-VERSIONS = {1: session_workflow_v1, 2: session_workflow_v2, 3: session_workflow}
+VERSIONS = {
+    1: session_workflow_v1,
+    2: session_workflow_v2,
+    3: session_workflow_v3,
+    4: session_workflow,
+}
 """Each workflow version by number (a sub-agent runs its parent's version)."""
 
 
@@ -176,21 +197,30 @@ async def _finish(
     error: str | None,
     open_inbox: bool = False,
     results: list[dict[str, Any]] | None = None,
+    outcome: dict[str, Any] | None = None,
 ) -> None:
-    """The run's end, a checkpointed datasource transaction before v3 (``execution``)."""
+    """The run's end, a checkpointed datasource transaction before v3 (``execution``); from
+    v4 the outcome event (``outcome``, a ``RunOutcome`` as JSON) commits with it."""
     ledger = get_context().ledger
     if execution.model_checkpoints():
         await ledger.finish_run(spec, status, output, error, open_inbox, results)
-    else:
-        await run_bounds.end(ledger.ds.engine, spec, status, output, error, open_inbox, results)
+        return
+    event = None
+    wf = DBOS.workflow_id
+    if outcome is not None and wf is not None and execution.outcome_event_in_run_end():
+        event = _dbos_events.outcome_event_stmt(wf, run_event_key(spec["run_seq"]), outcome)
+    await run_bounds.end(ledger.ds.engine, spec, status, output, error, open_inbox, results, event)
+    if event is not None and wf is not None:
+        _dbos_events.signal_event(wf, run_event_key(spec["run_seq"]))
 
 
-async def _publish(spec: RunSpec, outcome: RunOutcome) -> None:
-    """Every run publishes its outcome: DBOS wakes a waiting get_event by notification, so
-    SessionHandle.result() returns without polling; a waiter in this process is handed it
-    directly once it is durable."""
-    published = outcome.model_dump(mode="json")
-    await DBOS.set_event_async(run_event_key(spec["run_seq"]), published)
+async def _publish(spec: RunSpec, published: dict[str, Any]) -> None:
+    """Every run publishes its outcome as a DBOS event, which DBOS delivers to a waiting
+    get_event by notification, so SessionHandle.result() returns without polling (before v4
+    by ``DBOS.set_event``; from v4 ``_finish`` wrote it); a waiter in this process is handed
+    it directly once it is durable."""
+    if not execution.outcome_event_in_run_end():
+        await DBOS.set_event_async(run_event_key(spec["run_seq"]), published)
     if DBOS.workflow_id is not None:
         outcomes.publish(DBOS.workflow_id, run_event_key(spec["run_seq"]), published)
 
@@ -229,14 +259,21 @@ async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
         wait_next = agent.persistent and outcome.status != "interrupted"
         # The end and the outcome's publication are one section for a drain: a run that
         # ended is never left PENDING by a deploy, for the next worker to replay.
+        published = outcome.model_dump(mode="json")
         async with drain.finishing(returns=not wait_next):
             await _finish(
-                spec, outcome.status, outcome.output, outcome.error, wait_next, unrecorded
+                spec,
+                outcome.status,
+                outcome.output,
+                outcome.error,
+                wait_next,
+                unrecorded,
+                published,
             )
             crash_point("after_run_end")
-            await _publish(spec, outcome)
+            await _publish(spec, published)
         if not wait_next:
-            return outcome.model_dump(mode="json")
+            return published
         # Idle between runs: a root session's inbox wait parks like a client tool's
         # (``parking``), its deadline the timeout DBOS recorded for this recv.
         message = await get_context().parker.recv(
@@ -244,10 +281,10 @@ async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
         )
         if message is None:
             if await get_context().ledger.close_inbox(spec["session_id"], spec["run_seq"]):
-                return outcome.model_dump(mode="json")
+                return published
             message = await DBOS.recv_async(INBOX_TOPIC, timeout_seconds=60)
             if message is None:  # cannot happen: the send committed with the run_seq bump
-                return outcome.model_dump(mode="json")
+                return published
         spec = RunSpec(**{**spec, "run_seq": message["run_seq"], "message": message["message"]})
 
 

@@ -24,13 +24,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from ..client import AgentClient
 from ..ids import run_event_key, run_workflow_id
 from ..outcome import TERMINAL, SessionInfo
 from ..records import HistoryEntry, ToolCallRecord
+from ..runtime._dbos_compat import system_schema
 from ..runtime.crashpoints import CRASH_POINTS
 from ..runtime.crashpoints import ENV_VAR as CRASH_ENV
 from ..runtime.crashpoints import SESSION_ENV_VAR as CRASH_SESSION_ENV
+from ..store.schema import SCHEMA as S
 from .witness import ENV_VAR as WITNESS_ENV
 
 
@@ -160,6 +164,25 @@ class CrashHarness:
         log.close()
         return WorkerProcess(popen, log_path)
 
+    def _await_replayed(self, session_id: str, workflow_id: str, timeout: float) -> None:
+        """Wait for the recovering worker to end the run's workflow in DBOS. The outcome
+        event commits with the run's end (``session.v4``), so after a crash right after it
+        the outcome is there before the replay has caught up; stopping the worker then
+        would only park the replay (a drain), leaving the workflow PENDING. A persistent
+        session's workflow does not end: it is not waited for."""
+        sql = sa.text(
+            f'SELECT ws.status, s.inbox_open FROM "{system_schema(self.client.dbos)}".'
+            f"workflow_status ws JOIN {S}.sessions s ON s.id = :s WHERE ws.workflow_uuid = :w"
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.client.engine.connect() as conn:
+                row = conn.execute(sql, {"s": session_id, "w": workflow_id}).first()
+            if row is None or row.inbox_open or row.status not in ("PENDING", "ENQUEUED"):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"workflow {workflow_id} of {session_id} still running")
+
     def drill(
         self,
         agent: str,
@@ -203,6 +226,7 @@ class CrashHarness:
             wf, key = run_workflow_id(sid, info.run_seq), run_event_key(info.run_seq)
             if self.client.dbos.get_event(wf, key, timeout_seconds=timeout) is None:
                 raise TimeoutError(f"run {info.run_seq} of {sid} ended, outcome never published")
+            self._await_replayed(sid, info.workflow_id, timeout)
         finally:
             second.stop()
         return DrillResult(

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from dbos_agents.ids import run_event_key, run_workflow_id
 from dbos_agents.testing import CRASH_POINTS, CrashHarness, DrillResult, Witness
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
@@ -45,8 +46,8 @@ WINDOWS: dict[str, tuple[int, dict[str, tuple[int, str]]]] = {
     # Tool output checkpointed, not yet in the transcript: replayed and recorded by the
     # next model step, not re-run.
     "after_tool_steps": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
-    # The run's end committed, its outcome not published: the replay reads every turn and
-    # result back, publishes the outcome and asks the model nothing.
+    # The run's end committed, with its outcome event (session.v4): the replay reads every
+    # turn and result back, ends the workflow and asks the model nothing.
     "after_run_end": (1, {"charge": (1, "ok"), "lookup": (1, "ok"), "refund": (1, "ok")}),
 }
 
@@ -119,3 +120,27 @@ def test_crash_window(harness: CrashHarness, tmp_path: Path, window: str, tool: 
         assert body["error"]["tool"] == tool
         assert body["error"]["tool_call_id"] == ledger.tool_call_id
     assert [m.role for m in drill.history] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_outcome_is_published_with_the_run_end(harness: CrashHarness, tmp_path: Path) -> None:
+    """A worker killed right after the run's end leaves the outcome readable before any
+    worker recovers the session: the event commits with the end (``session.v4``), so a
+    waiter anywhere is answered without waiting for a replay."""
+    harness.witness = tmp_path / "witness.jsonl"
+    sid = harness.client.start("crashy", "lookup")
+    worker = harness.start_worker("after_run_end", session_id=sid)
+    try:
+        assert worker.popen.wait(timeout=90) == -9, worker.log()[-3000:]
+    finally:
+        worker.kill()
+    wf = run_workflow_id(sid, 1)
+    assert _workflow_status(harness, wf) == "PENDING"  # nobody replayed it yet
+    outcome = harness.client.dbos.get_event(wf, run_event_key(1), timeout_seconds=0)
+    assert outcome is not None and outcome["status"] == "completed", outcome
+    assert outcome["output"] == "done"
+    recovering = harness.start_worker()  # the replay ends the workflow, re-runs nothing
+    try:
+        assert harness.client.dbos.retrieve_workflow(wf).get_result() == outcome
+    finally:
+        recovering.stop()
+    assert Witness(harness.witness).count("effect", tool="lookup") == 1

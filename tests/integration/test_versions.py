@@ -1,7 +1,7 @@
-"""Workflow versions: new runs are ``session.v3`` (the model turn, the server tools and the
-run's end replay from our rows, no DBOS step of their own); ``session.v2`` and ``v1`` stay
-registered and still run, so a run started before an upgrade recovers on the step
-sequence it began with."""
+"""Workflow versions: new runs are ``session.v4`` (the model turn, the server tools and the
+run's end, with its outcome event, replay from our rows: no DBOS operation of their own);
+``session.v3``, ``v2`` and ``v1`` stay registered and still run, so a run started before an
+upgrade recovers on the operation sequence it began with."""
 
 from __future__ import annotations
 
@@ -17,11 +17,16 @@ from dbos_agents.ids import (
     WORKFLOW_NAME,
     WORKFLOW_NAME_V1,
     WORKFLOW_NAME_V2,
+    WORKFLOW_NAME_V3,
     new_session_id,
     run_workflow_id,
 )
 from dbos_agents.outcome import RunSpec
-from dbos_agents.runtime.workflow import session_workflow_v1, session_workflow_v2
+from dbos_agents.runtime.workflow import (
+    session_workflow_v1,
+    session_workflow_v2,
+    session_workflow_v3,
+)
 from dbos_agents.store import sessions
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -62,17 +67,26 @@ async def _start_old(client: AgentClient, workflow: Any, message: str) -> Any:
         return await DBOS.start_workflow_async(workflow, spec)
 
 
-async def test_v3_checkpoints_only_dbos_operations_and_v2_v1_still_run(
+async def test_v4_records_no_dbos_operation_and_v3_v2_v1_still_run(
     runtime: AgentRuntime, client: AgentClient, integration_database_url: str
 ) -> None:
-    h = await runtime.start("support", "v3 please")
+    h = await runtime.start("support", "v4 please")
     out = await h.result()
     assert out.status == "completed"
     name, steps = await asyncio.to_thread(_steps, integration_database_url, h.workflow_id)
     assert name == WORKFLOW_NAME
-    # No model or tool step, no begin or end transaction: the outcome event, nothing else.
-    assert steps == ["DBOS.setEvent"], steps
+    # No model or tool step, no begin or end transaction, no outcome event operation: the
+    # event is a row of the run's end, read back by DBOS's get_event as before.
+    assert steps == [], steps
+    event = await DBOS.get_event_async(h.workflow_id, "run:1", 0)
+    assert event == out.model_dump(mode="json")
     v3_calls = await asyncio.to_thread(client.tool_calls, h.session_id)
+
+    handle = await _start_old(client, session_workflow_v3, "v3 please")
+    assert (await handle.get_result())["status"] == "completed"
+    name, steps = await asyncio.to_thread(_steps, integration_database_url, handle.workflow_id)
+    assert name == WORKFLOW_NAME_V3
+    assert steps == ["DBOS.setEvent"], steps
     assert [(c.tool, c.status, c.attempts) for c in v3_calls] == [
         ("get_order", "completed", 1),
         ("refund", "completed", 1),
@@ -97,7 +111,7 @@ async def test_v3_checkpoints_only_dbos_operations_and_v2_v1_still_run(
         "dbos_agents.tool.v1:refund",
     ]
     assert steps.count("dbos_agents.model.v2") == out.turns, steps
-    for wf in (h.session_id, handle.workflow_id):
+    for wf in (h.session_id, handle.workflow_id):  # v4 and v1 recorded the same calls
         calls = await asyncio.to_thread(client.tool_calls, wf.split(":")[0])
         assert [(c.tool, c.status, c.attempts) for c in calls] == [
             (c.tool, c.status, c.attempts) for c in v3_calls

@@ -234,3 +234,25 @@ def test_what_the_replay_snapshot_relies_on() -> None:
         "operation_outputs"
     )
     assert {"child_workflow_id", "serialization"} <= _columns("operation_outputs")
+
+
+def test_what_the_outcome_event_in_the_run_end_relies_on() -> None:
+    """``_dbos_events``: the event table's columns and key, the value encoding get_event
+    decodes, the schema name, and the notifier set_event wakes its waiters through."""
+    from dbos._serialization import DefaultSerializer, deserialize_value, serialize_value
+    from dbos._sys_db import _dbos_workflow_events_channel
+
+    assert {"workflow_uuid", "key", "value", "serialization"} <= _columns("workflow_events")
+    assert [c.name for c in SystemSchema.workflow_events.primary_key] == ["workflow_uuid", "key"]
+    assert "self.schema" in inspect.getsource(SystemDatabase.__init__)
+    value, ser = serialize_value({"a": [1]}, None, DefaultSerializer())
+    assert deserialize_value(value, ser, DefaultSerializer()) == {"a": [1]}
+    assert _dbos_workflow_events_channel == "dbos_workflow_events_channel"
+    set_event = inspect.getsource(SystemDatabase.set_event_from_workflow)
+    assert "self._signal_notification(" in set_event and "_dbos_workflow_events_channel" in (
+        set_event
+    )
+    assert "pg_notify(:channel" in inspect.getsource(PostgresSystemDatabase._flush_notifications)
+    # get_event reads the row and waits on the key the notifier's payload names.
+    get_event = inspect.getsource(SystemDatabase.get_event)
+    assert "workflow_events" in get_event
