@@ -17,12 +17,14 @@ so a run recovers on the sequence it began with:
 | ``session.v1`` | DBOS step | DBOS step | datasource transaction |
 | ``session.v2`` | DBOS step | our result row | datasource transaction |
 | ``session.v3`` | our turn rows | our result row | fenced, idempotent plain write |
-| ``session.v4`` | as v3 | as v3 | as v3, with the outcome event in it |
+| ``session.v4`` | as v3, with the turn's waits | as v3 | as v3, with the outcome event in it |
 
-``session.v4`` also drops two DBOS operations per run or wait: the outcome event is a row of
-the run's end script instead of ``DBOS.set_event`` (``_dbos_events``), and a wait's timeout
-is computed from its absolute deadline instead of in a step (DBOS records the ``recv``'s
-own end on its first execution and keeps it on every later one).
+``session.v4`` also drops three DBOS operations per run or wait: the turn's waits open in
+the model turn's transaction instead of a ``dispatch_waits`` datasource transaction, the
+outcome event is a row of the run's end script instead of ``DBOS.set_event``
+(``_dbos_events``), and a wait's timeout is computed from its absolute deadline instead of
+in a step (DBOS records the ``recv``'s own end on its first execution and keeps it on every
+later one).
 
 The state is one mutable cell per workflow execution, set on entry by the workflow; steps
 (and the concurrent tool calls' tasks, which copy the context) see the same cell.
@@ -88,3 +90,9 @@ def outcome_event_in_run_end() -> bool:
 def remaining_as_step() -> bool:
     """Whether a wait reads its remaining time in a DBOS step (before v4)."""
     return version() < 4
+
+
+def waits_open_with_turn() -> bool:
+    """Whether the model turn opens its waits in its own transaction (v4), not a
+    ``dispatch_waits`` datasource transaction after it."""
+    return version() >= 4

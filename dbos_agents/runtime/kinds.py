@@ -1,8 +1,8 @@
 """One small interface per tool-call kind, so a new kind touches one place.
 
-The workflow classifies each call of a turn (``kind_of``), opens the waits the kinds ask
-for and marks dispatched the calls that may act elsewhere, all in one ledger transaction,
-then runs the calls: kinds with ``concurrent`` on step ids reserved in call order, the
+The workflow classifies each call of a turn (``plan``), opens the waits the kinds ask for
+and marks dispatched the calls that may act elsewhere (``openings``), all in one ledger
+transaction (from ``session.v4`` the model turn's own), then runs the calls: kinds with ``concurrent`` on step ids reserved in call order, the
 others in one sequence (``prepare`` for each in call order, then ``run`` for each), so
 every step id is the same on replay.
 
@@ -16,10 +16,12 @@ every step id is the same on replay.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from dbos import DBOS
+from pydantic import ValidationError
 
 from ..agent import Agent
 from ..ids import idempotency_key
@@ -166,6 +168,58 @@ class SubAgentKind:
 
 
 SERVER, CLIENT, APPROVAL, SUBAGENT = ServerKind(), ClientKind(), ApprovalKind(), SubAgentKind()
+
+
+def prevalidate(agent: Agent, call: ToolCall) -> ToolResult | dict[str, Any]:
+    """Pure checks before dispatch: an unknown tool or bad arguments become results."""
+    validator: Any = agent.tools.get(call.name) or agent.client_tools.get(call.name)
+    if validator is None and call.name not in agent.sub_agents:
+        return ToolResult.failure(
+            call.id,
+            call.name,
+            "unknown-tool",
+            f"there is no tool named {call.name!r}; available: "
+            f"{', '.join(agent.tool_names()) or '-'}",
+        )
+    try:
+        args = call.parsed_arguments()
+        if validator is not None:
+            validator.validate_arguments(args)
+        elif not isinstance(args.get("message"), str) or set(args) != {"message"}:
+            raise ValueError('sub-agent tools take exactly {"message": "<task>"}')
+    except ValidationError as exc:
+        return ToolResult.failure(
+            call.id,
+            call.name,
+            "invalid-arguments",
+            f"arguments do not match the schema of {call.name!r}",
+            details=json.loads(exc.json(include_url=False, include_context=False)),
+        )
+    except ValueError as exc:
+        return ToolResult.failure(
+            call.id, call.name, "invalid-arguments", f"invalid arguments: {exc}"
+        )
+    return args
+
+
+def plan(agent: Agent, calls: list[ToolCall]) -> tuple[dict[str, ToolResult], list[Planned]]:
+    """A turn's calls after the pure checks: the results of those that fail them, by call
+    id, and the others with their arguments and kind, in call order."""
+    failed: dict[str, ToolResult] = {}
+    planned: list[Planned] = []
+    for call in calls:
+        checked = prevalidate(agent, call)
+        if isinstance(checked, ToolResult):
+            failed[call.id] = checked
+        else:
+            planned.append(Planned(call, checked, kind_of(agent, call)))
+    return failed, planned
+
+
+def openings(agent: Agent, planned: list[Planned]) -> tuple[list[WaitSpec], list[str]]:
+    """The waits a turn opens and the calls it marks dispatched as they open."""
+    waits = [w for p in planned if (w := p.kind.wait(agent, p.call)) is not None]
+    return waits, [p.call.id for p in planned if p.kind.dispatched_on_open]
 
 
 def kind_of(agent: Agent, call: ToolCall) -> Kind:

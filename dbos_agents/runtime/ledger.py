@@ -14,6 +14,7 @@ import functools
 import json
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar
 
 import psycopg
@@ -50,6 +51,17 @@ class WaitSpec(TypedDict):
     arguments: str
     timeout_sec: float
     output_schema: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Opened:
+    """The waits a ``session.v4`` model turn opens in its own transaction, with the
+    deadlines it fixed (recorded in the turn's output) and the calls it marks dispatched."""
+
+    owner_workflow_id: str
+    waits: list[WaitSpec]
+    deadlines: dict[str, float]
+    dispatched: list[str]
 
 
 class LedgerCall(TypedDict):
@@ -168,6 +180,7 @@ class Ledger:
         model: str | None,
         response: dict[str, Any],
         expect_notices: bool,
+        opened: Opened | None = None,
     ) -> dict[str, Any]:
         """The model step's one write (a plain transaction, no checkpoint of its own): the
         previous turn's results, late-answer notices, this turn's assistant message, ledger
@@ -175,15 +188,23 @@ class Ledger:
         delivered), stored with the turn so a re-executed step replays it.
 
         One round trip (a script), or a pipelined transaction of two when late answers
-        wait (their notices are read before the rows after them are written)."""
+        wait (their notices are read before the rows after them are written). From
+        ``session.v4`` the turn's waits open in it too (``opened``): their deadlines are
+        part of the output, so a replayed turn returns them and opens nothing twice."""
         sid = spec["session_id"]
+        extra = {"deadlines": opened.deadlines} if opened is not None else {}
 
         def rest(notices: list[Message], output: dict[str, Any]) -> list[pg.Stmt]:
             return [
                 *(transcript.append_stmt(spec, None, m) for m in [*notices, assistant]),
                 *calls.insert_requested_stmts(
-                    sid, spec["run_seq"], turn, [dict(c) for c in ledger_calls]
+                    sid,
+                    spec["run_seq"],
+                    turn,
+                    [dict(c) for c in ledger_calls],
+                    set(opened.dispatched) if opened is not None else (),
                 ),
+                *(_open_stmts(spec, opened) if opened is not None else []),
                 transcript.record_usage_stmt(spec, turn, model, usage, output),
                 sessions.add_usage_stmt(sid, usage),
             ]
@@ -193,7 +214,7 @@ class Ledger:
 
         async def write() -> dict[str, Any]:
             if not expect_notices:  # the common case: one script, one round trip
-                output: dict[str, Any] = {"response": response, "notices": []}
+                output: dict[str, Any] = {"response": response, "notices": [], **extra}
                 await pg.script(self.ds.engine, [*head, *rest([], output)])
                 return output
             async with pg.transaction(self.ds.engine) as batch:
@@ -203,6 +224,7 @@ class Ledger:
                 output = {
                     "response": response,
                     "notices": [m.model_dump(mode="json") for m in notices],
+                    **extra,
                 }
                 await batch.send_all(rest(notices, output))
                 return output
@@ -283,6 +305,25 @@ class Ledger:
         stays well-formed (every tool call answered) before the next user message."""
         rows = await calls.unanswered(self.db, spec["session_id"])
         await _write_results(self.db, spec, dangling_results(rows))
+
+
+def _open_stmts(spec: RunSpec, opened: Opened) -> list[pg.Stmt]:
+    return [
+        pending.open_stmt(
+            root_session_id=spec["root_session_id"],
+            tool_call_id=w["tool_call_id"],
+            owner_session_id=spec["session_id"],
+            owner_workflow_id=opened.owner_workflow_id,
+            kind=w["kind"],
+            tool=w["tool"],
+            arguments=w["arguments"],
+            deadline=opened.deadlines[w["tool_call_id"]],
+            output_schema=w["output_schema"],
+            user_id=spec["user_id"],
+            tenant_id=spec["tenant_id"],
+        )
+        for w in opened.waits
+    ]
 
 
 def dangling_results(rows: list[Any]) -> list[dict[str, Any]]:

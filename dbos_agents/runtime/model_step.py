@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from dbos import DBOS
@@ -36,8 +37,8 @@ from . import _dbos_compat as compat
 from . import drain, execution
 from .context import get_context
 from .crashpoints import crash_point
-from .kinds import kind_of
-from .ledger import LedgerCall
+from .kinds import kind_of, openings, plan
+from .ledger import LedgerCall, Opened
 from .steps import RunInterrupted
 
 log = logging.getLogger("dbos_agents")
@@ -146,6 +147,18 @@ async def model_turn(
             )
             for c in calls
         ]
+        opened: Opened | None = None
+        if execution.waits_open_with_turn():  # this turn's waits open with its rows
+            waits, dispatched = openings(agent, plan(agent, calls)[1])
+            now = time.time()  # a step body: recorded with the turn, never re-read
+            owner = DBOS.workflow_id
+            assert owner is not None
+            opened = Opened(
+                owner_workflow_id=owner,
+                waits=waits,
+                deadlines={w["tool_call_id"]: now + w["timeout_sec"] for w in waits},
+                dispatched=dispatched,
+            )
         try:
             output = await ledger.record_turn(
                 spec,
@@ -157,6 +170,7 @@ async def model_turn(
                 response.model,
                 response.model_dump(mode="json"),
                 expect_notices=bool(notices),
+                opened=opened,
             )
         except RunFenced:
             raise RunInterrupted(f"turn {turn}") from None

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS
 from dbos._error import DBOSException
-from pydantic import ValidationError
 
 from ..agent import Agent
 from ..errors import ModelError, UnknownAgentError
@@ -40,7 +38,7 @@ from ..results import ToolResult
 from . import _dbos_events, _dbos_replay, drain, execution, outcomes, parking, run_bounds
 from .context import get_context
 from .crashpoints import crash_point
-from .kinds import Planned, Turn, kind_of
+from .kinds import Turn, openings, plan
 from .model_step import model_step, model_turn
 from .steps import RunInterrupted
 from .waits import TIMEOUT_KIND
@@ -63,38 +61,6 @@ def _budget_left(agent: Agent, usage: Usage) -> bool:
     return not (agent.budget_usd is not None and usage.cost_usd >= agent.budget_usd)
 
 
-def _prevalidate(agent: Agent, call: ToolCall) -> ToolResult | dict[str, Any]:
-    """Pure checks before dispatch: an unknown tool or bad arguments become results."""
-    validator: Any = agent.tools.get(call.name) or agent.client_tools.get(call.name)
-    if validator is None and call.name not in agent.sub_agents:
-        return ToolResult.failure(
-            call.id,
-            call.name,
-            "unknown-tool",
-            f"there is no tool named {call.name!r}; available: "
-            f"{', '.join(agent.tool_names()) or '-'}",
-        )
-    try:
-        args = call.parsed_arguments()
-        if validator is not None:
-            validator.validate_arguments(args)
-        elif not isinstance(args.get("message"), str) or set(args) != {"message"}:
-            raise ValueError('sub-agent tools take exactly {"message": "<task>"}')
-    except ValidationError as exc:
-        return ToolResult.failure(
-            call.id,
-            call.name,
-            "invalid-arguments",
-            f"arguments do not match the schema of {call.name!r}",
-            details=json.loads(exc.json(include_url=False, include_context=False)),
-        )
-    except ValueError as exc:
-        return ToolResult.failure(
-            call.id, call.name, "invalid-arguments", f"invalid arguments: {exc}"
-        )
-    return args
-
-
 _SPECS: dict[int, tuple[Agent, list[ToolSpec]]] = {}
 
 
@@ -108,22 +74,19 @@ def _tool_specs(agent: Agent) -> list[ToolSpec]:
     return hit[1]
 
 
-async def _run_tools(spec: RunSpec, agent: Agent, calls: list[ToolCall]) -> list[ToolResult]:
+async def _run_tools(
+    spec: RunSpec, agent: Agent, calls: list[ToolCall], opened: dict[str, float] | None
+) -> list[ToolResult]:
     """Run one turn's calls by kind (see ``kinds``): open waits and mark dispatched in one
-    transaction, run concurrent kinds on step ids reserved in call order and the others in
+    transaction (from ``session.v4`` the model turn's: ``opened`` holds the deadlines it
+    recorded), run concurrent kinds on step ids reserved in call order and the others in
     one sequence beside them, so every step id is the same on replay."""
-    results: dict[str, ToolResult] = {}
-    planned: list[Planned] = []
-    for call in calls:
-        checked = _prevalidate(agent, call)
-        if isinstance(checked, ToolResult):
-            results[call.id] = checked
-        else:
-            planned.append(Planned(call, checked, kind_of(agent, call)))
-    waits = [w for p in planned if (w := p.kind.wait(agent, p.call)) is not None]
-    dispatched = [p.call.id for p in planned if p.kind.dispatched_on_open]
+    results, planned = plan(agent, calls)
+    waits, dispatched = openings(agent, planned)
     turn = Turn(spec, agent, {})
-    if waits or dispatched:
+    if opened is not None:  # session.v4: the model turn opened them with its own rows
+        turn.deadlines = opened
+    elif waits or dispatched:
         owner = DBOS.workflow_id
         assert owner is not None
         turn.deadlines = await get_context().ledger.dispatch_waits(spec, owner, waits, dispatched)
@@ -359,6 +322,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
         unrecorded = []
         response = ModelResponse.model_validate(step_out["response"])
         messages.extend(Message.model_validate(n) for n in step_out.get("notices", []))
+        opened: dict[str, float] | None = step_out.get("deadlines")
         del step_out
         turns += 1
         usage = usage + response.usage
@@ -370,7 +334,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
             break
         del response
         try:
-            results = await _run_tools(spec, agent, calls)
+            results = await _run_tools(spec, agent, calls, opened)
         except RunInterrupted:
             status = "interrupted"
             break

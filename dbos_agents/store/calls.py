@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -81,14 +81,21 @@ async def _exec(db: Db, sql: str, **params: Any) -> sa.Result[Any]:
 
 
 def insert_requested_stmts(
-    session_id: str, run_seq: int, turn: int, calls: list[dict[str, Any]]
+    session_id: str,
+    run_seq: int,
+    turn: int,
+    calls: list[dict[str, Any]],
+    dispatched: Collection[str] = (),
 ) -> list[Stmt]:
-    """The model step's transaction: one ``requested`` row per call the model made."""
+    """The model step's transaction: one ``requested`` row per call the model made, or
+    ``dispatched`` (one attempt) for the calls in ``dispatched``, whose waits open in the
+    same transaction (``session.v4``; before, ``mark_dispatched`` in a later one)."""
     return [
         (
             f"INSERT INTO {S}.tool_calls (session_id, tool_call_id, run_seq, turn, tool,"
-            " arguments, idempotency_key, safe_to_retry, kind, status) VALUES (:s, :id, :run,"
-            " :turn, :tool, :args, :key, :safe, :kind, 'requested')",
+            " arguments, idempotency_key, safe_to_retry, kind, status, attempts, dispatched_at)"
+            " VALUES (:s, :id, :run, :turn, :tool, :args, :key, :safe, :kind, :status, :n,"
+            " CASE WHEN :n > 0 THEN now() END)",
             {
                 "s": session_id,
                 "id": c["tool_call_id"],
@@ -99,6 +106,8 @@ def insert_requested_stmts(
                 "key": c["idempotency_key"],
                 "safe": c["safe_to_retry"],
                 "kind": c["kind"],
+                "status": "dispatched" if c["tool_call_id"] in dispatched else "requested",
+                "n": 1 if c["tool_call_id"] in dispatched else 0,
             },
         )
         for c in calls

@@ -72,6 +72,43 @@ async def register(
     return float(r.scalar_one())
 
 
+def open_stmt(
+    *,
+    root_session_id: str,
+    tool_call_id: str,
+    owner_session_id: str,
+    owner_workflow_id: str,
+    kind: str,
+    tool: str,
+    arguments: str,
+    deadline: float,
+    output_schema: dict[str, Any] | None,
+    user_id: str | None,
+    tenant_id: str | None,
+) -> Stmt:
+    """``register`` as a statement of the model turn's transaction (``session.v4``): the
+    deadline (epoch seconds) is fixed by the caller and recorded with the turn."""
+    return (
+        f"INSERT INTO {S}.pending_calls (root_session_id, tool_call_id, owner_session_id,"
+        " owner_workflow_id, kind, tool, arguments, deadline, output_schema, status,"
+        " user_id, tenant_id) VALUES (:root, :id, :owner, :wf, :kind, :tool, :args,"
+        " to_timestamp(:deadline), CAST(:schema AS jsonb), 'waiting', :u, :t)",
+        {
+            "root": root_session_id,
+            "id": tool_call_id,
+            "owner": owner_session_id,
+            "wf": owner_workflow_id,
+            "kind": kind,
+            "tool": tool,
+            "args": arguments,
+            "deadline": deadline,
+            "schema": json.dumps(output_schema),
+            "u": user_id,
+            "t": tenant_id,
+        },
+    )
+
+
 async def settle_timeout(db: Db, root_session_id: str, tool_call_id: str) -> str:
     """At the deadline: ``timed_out`` unless a submit or an interrupt won the race; returns
     the status the row is left in."""

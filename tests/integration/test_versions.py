@@ -116,3 +116,62 @@ async def test_v4_records_no_dbos_operation_and_v3_v2_v1_still_run(
         assert [(c.tool, c.status, c.attempts) for c in calls] == [
             (c.tool, c.status, c.attempts) for c in v3_calls
         ]
+
+
+async def _one_pending(client: AgentClient, sid: str) -> Any:
+    for _ in range(600):
+        rows = await asyncio.to_thread(client.pending, session_id=sid)
+        if rows:
+            return rows[0]
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"no pending call for {sid}")
+
+
+async def test_v4_wait_opens_with_the_turn_and_records_only_its_recv(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    """A v4 client-tool wait: its pending row and the call's dispatch mark commit with the
+    model turn (no datasource transaction, no deadline step), so the run's only DBOS
+    operations are the recv and its sleep. A v3 run still records both."""
+    h = await runtime.start("asker", "ship it?")
+    p = await _one_pending(client, h.session_id)
+    assert 590 < (p.deadline - p.created_at).total_seconds() <= 600
+    (call,) = await asyncio.to_thread(client.tool_calls, h.session_id)
+    assert (call.status, call.attempts) == ("dispatched", 1)
+    await asyncio.to_thread(
+        client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
+    )
+    assert (await h.result()).status == "completed"
+    name, steps = await asyncio.to_thread(_steps, integration_database_url, h.workflow_id)
+    assert name == WORKFLOW_NAME
+    assert steps == ["DBOS.recv", "DBOS.sleep"], steps
+
+    sid = new_session_id()
+    with client.engine.begin() as conn:
+        sessions.insert_queued(conn, sid, "asker", None, None)
+    spec = RunSpec(
+        session_id=sid,
+        root_session_id=sid,
+        parent_session_id=None,
+        agent="asker",
+        run_seq=1,
+        message="ship it?",
+        user_id=None,
+        tenant_id=None,
+    )
+    with SetWorkflowID(run_workflow_id(sid, 1)):
+        handle = await DBOS.start_workflow_async(session_workflow_v3, spec)
+    p = await _one_pending(client, sid)
+    await asyncio.to_thread(client.submit_tool_result, sid, p.tool_call_id, result={"ok": True})
+    assert (await handle.get_result())["status"] == "completed"
+    name, steps = await asyncio.to_thread(_steps, integration_database_url, handle.workflow_id)
+    assert name == WORKFLOW_NAME_V3
+    assert steps == [
+        "dbos_agents.dispatch_waits.v1",
+        "dbos_agents.remaining.v1",
+        "DBOS.recv",
+        "DBOS.sleep",
+        "DBOS.setEvent",
+    ], steps
+    (call,) = await asyncio.to_thread(client.tool_calls, sid)
+    assert (call.status, call.attempts) == ("completed", 1)
