@@ -10,8 +10,8 @@ process, interleaved session by session with raw-DBOS floors doing the same trip
   learn of it) to the first line of the scripted model. The floors are
   ``DBOS.start_workflow_async`` of a one-step workflow (no queue) and ``DBOSClient.enqueue``
   on a queue polled at the same interval as ours, each to the first line of its step.
-- **last step -> result()**: from the end of the step that publishes the run's outcome (the
-  ``run:<n>`` event) to ``await handle.result()`` returning in the caller. The floor is a
+- **last step -> result()**: from the run's end committing (with the ``run:<n>`` outcome
+  event in it, ``session.v4``) to ``await handle.result()`` returning in the caller. The floor is a
   raw workflow's last step -> ``await handle.get_result()``.
 
 Both figures wait on whatever DBOS waits on: the queue's polling interval
@@ -78,15 +78,17 @@ async def raw_workflow() -> int:
 
 
 def hook_run_event() -> None:
-    """Mark the moment the step publishing a run's outcome has returned."""
-    original = DBOS.set_event_async
+    """Mark the moment a run's outcome is durable: its end committed, the outcome event with
+    it (``session.v4``; before, a ``set_event`` step after the end)."""
+    from dbos_agents.runtime import run_bounds
 
-    async def set_event_async(key: str, value: Any) -> None:
-        await original(key, value)
-        if key.startswith("run:"):
-            marks["event_done"] = time.perf_counter()
+    original = run_bounds.end
 
-    DBOS.set_event_async = set_event_async  # type: ignore[method-assign]
+    async def end(*args: Any, **kwargs: Any) -> None:
+        await original(*args, **kwargs)
+        marks["event_done"] = time.perf_counter()
+
+    run_bounds.end = end  # type: ignore[assignment]
 
 
 def pct(xs: Sequence[float], q: float) -> float:
@@ -195,7 +197,7 @@ ROWS = [
     ("ours_client_start", "dbos-agents: AgentClient.start -> first model call", "ours_client"),
     ("raw_start", "raw DBOS: start_workflow_async -> first step (no queue)", "raw"),
     ("raw_enqueue", "raw DBOS: DBOSClient.enqueue -> first step (same polling)", "raw_enqueue"),
-    ("ours_result", "dbos-agents: outcome event step -> result() returns", None),
+    ("ours_result", "dbos-agents: run's end (with its event) -> result() returns", None),
     ("raw_result", "raw DBOS: last step -> get_result() returns", None),
 ]
 

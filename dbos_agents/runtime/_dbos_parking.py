@@ -97,35 +97,47 @@ def recorded_wake_times(workflow_ids: list[str]) -> dict[str, float]:
     return out
 
 
+_CLAIM = (
+    'UPDATE "{schema}".workflow_status AS ws SET owner_xid = v.token,'
+    " updated_at = CAST(extract(epoch FROM now()) * 1000 AS bigint)"
+    " FROM unnest(CAST(:wfs AS text[]), CAST(:olds AS text[]), CAST(:tokens AS text[]))"
+    " AS v(wf, old, token) WHERE ws.workflow_uuid = v.wf AND ws.status = :pending"
+    " AND ws.executor_id = :executor"
+    " AND (ws.owner_xid IS NOT DISTINCT FROM v.old OR ws.owner_xid = v.token)"
+    " RETURNING ws.workflow_uuid"
+)
+_claims: dict[str, sa.TextClause] = {}
+
+
 def claim_parked(claims: list[tuple[str, str | None, str]]) -> set[str]:
     """Take parked workflows' ownership over, in one statement: each (workflow id, the
     parked execution's token, new token) gets the new token only if its row is still
     PENDING on this executor with the parked token (or already the new one: a retry after a
     claim whose commit was not acknowledged). Returns the ids claimed; a workflow that
-    ended, was cancelled or adopted, or was resumed already is left alone."""
+    ended, was cancelled or adopted, or was resumed already is left alone.
+
+    Plain SQL over three arrays, compiled once: built with SQLAlchemy's ``VALUES``
+    construct, the statement was compiled anew for every batch (1.3 ms of CPU each, five
+    times the round trip)."""
     from dbos._utils import GlobalParams
 
     if not claims:
         return set()
     sys_db = _system_database()
-    ws: sa.Table = sys_db.tables.workflow_status
-    v = sa.values(
-        sa.column("wf", sa.Text), sa.column("old", sa.Text), sa.column("token", sa.Text), name="v"
-    ).data(claims)
-    now_ms = sa.cast(sa.func.extract("epoch", sa.func.now()) * 1000, sa.BigInteger)
+    schema = str(sys_db.schema)
+    stmt = _claims.get(schema)
+    if stmt is None:
+        stmt = _claims[schema] = sa.text(_CLAIM.format(schema=schema.replace('"', '""')))
+    params = {
+        "wfs": [c[0] for c in claims],
+        "olds": [c[1] for c in claims],
+        "tokens": [c[2] for c in claims],
+        "pending": WorkflowStatusString.PENDING.value,
+        "executor": GlobalParams.executor_id,
+    }
     with sys_db.engine.connect() as conn:
         conn.execution_options(isolation_level="AUTOCOMMIT")  # one statement: one round trip
-        rows = conn.execute(
-            sa.update(ws)
-            .where(ws.c.workflow_uuid == v.c.wf)
-            .where(ws.c.status == WorkflowStatusString.PENDING.value)
-            .where(ws.c.executor_id == GlobalParams.executor_id)
-            .where(
-                sa.or_(ws.c.owner_xid.is_not_distinct_from(v.c.old), ws.c.owner_xid == v.c.token)
-            )
-            .values(owner_xid=v.c.token, updated_at=now_ms)
-            .returning(ws.c.workflow_uuid)
-        ).all()
+        rows = conn.execute(stmt, params).all()
     return {str(r[0]) for r in rows}
 
 
