@@ -41,7 +41,10 @@ Phases, in order:
    still in memory: a browser tool's case) while the N others stay parked.
 4. Burst. ``--burst`` of the waiting sessions submitted at once from ``--submit-threads``
    threads (an API server). Drain rate = K / (first t0 -> last ``updated_at``); worker CPU
-   per resumed turn = the worker's utime+stime (``/proc/<pid>/stat``) over the burst / K.
+   per resumed turn = the worker's utime+stime (``/proc/<pid>/stat``) over the burst / K;
+   the same for every local ``postgres`` process (with its reaped backends) and for this
+   bench process (the submit threads and the 100 ms completion poll), so the host's CPU per
+   turn is accounted for (a local server only).
    Threads and connections are sampled every 100 ms during the burst (max reported).
 
 Postgres connections of the worker = rows of ``pg_stat_activity`` whose ``client_port`` is
@@ -56,8 +59,9 @@ Profiling switches (they slow the worker down; their figures are marked as such)
 ``--profile-memory`` starts tracemalloc (25 frames) in the worker at launch and, once N are
 parked, writes the allocation diff against the launch snapshot (by line, and by the
 innermost frame in dbos_agents / dbos / sqlalchemy / pydantic / asyncio) plus gc object
-counts by type to ``--profile-dir``; ``--py-spy`` records the burst with py-spy into an SVG
-(and a raw collapsed-stack file) in ``--profile-dir``.
+counts by type to ``--profile-dir``; ``--py-spy`` records the burst with py-spy (``--gil``:
+samples of the thread holding the GIL, i.e. where the worker's Python time goes) into a raw
+collapsed-stack file in ``--profile-dir``.
 
     python bench/parked.py [--sessions 10000] [--burst 1000] [--samples 300] [--warmup 5]
         [--start-wave 0] [--submit-threads 8] [--idle 10] [--quick] [--json]

@@ -256,3 +256,64 @@ def test_what_the_outcome_event_in_the_run_end_relies_on() -> None:
     # get_event reads the row and waits on the key the notifier's payload names.
     get_event = inspect.getsource(SystemDatabase.get_event)
     assert "workflow_events" in get_event
+
+
+def test_what_the_one_statement_consume_relies_on() -> None:
+    """``_dbos_recv``: the consume it replaces (called through the instance, its signature
+    and steps), the owner check it mirrors, the errors it raises and the columns it writes."""
+    from dbos._context import current_owner_xid
+    from dbos._error import DBOSStepNondeterminismError, DBOSWorkflowConflictIDError
+    from dbos._serialization import serialize_value_as
+    from dbos._sys_db import _dbos_null_topic, db_retry
+
+    params = inspect.signature(SystemDatabase.recv_consume).parameters
+    assert list(params) == ["self", "workflow_uuid", "function_id", "topic", "start_time"]
+    assert "self.recv_consume," in inspect.getsource(SystemDatabase.recv_async)
+    assert "self.recv_consume(" in inspect.getsource(SystemDatabase.recv)
+    consume = inspect.getsource(SystemDatabase.recv_consume)
+    for step in (
+        "operation_outputs.c.function_id == function_id",  # a retry returns the recorded
+        "created_at_epoch_ms.asc()",  # the oldest message
+        "consumed_by_function_id=function_id",
+        "serialize_value_as(",
+        '"DBOS.recv"',
+        "_record_operation_result_txn(",
+    ):
+        assert step in consume, step
+    record = inspect.getsource(SystemDatabase._record_operation_result_txn)
+    assert "current_owner_xid(" in record and "_check_owner_txn(" in record
+    assert "DBOSStepNondeterminismError" in record and "retention_timestamp" in record
+    assert "application_name=self.app_name" in record
+    assert "with_for_update(key_share=True)" in inspect.getsource(SystemDatabase._check_owner_txn)
+    assert "DBOSWorkflowConflictIDError" in inspect.getsource(SystemDatabase._check_owner_txn)
+    assert _dbos_null_topic == "__null__topic__"
+    assert callable(current_owner_xid) and callable(serialize_value_as) and callable(db_retry)
+    # Raised as DBOS raises them (the conflict is a BaseException: the execution stops).
+    assert list(inspect.signature(DBOSWorkflowConflictIDError).parameters) == ["workflow_id"]
+    assert list(inspect.signature(DBOSStepNondeterminismError).parameters) == [
+        "workflow_id",
+        "step_id",
+    ]
+    assert {
+        "workflow_uuid",
+        "function_id",
+        "function_name",
+        "started_at_epoch_ms",
+        "completed_at_epoch_ms",
+        "output",
+        "error",
+        "child_workflow_id",
+        "serialization",
+        "application_name",
+        "retention_timestamp",
+    } == _columns("operation_outputs")
+    assert {
+        "destination_uuid",
+        "topic",
+        "message",
+        "created_at_epoch_ms",
+        "message_uuid",
+        "serialization",
+        "consumed",
+        "consumed_by_function_id",
+    } == _columns("notifications")
