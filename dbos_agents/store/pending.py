@@ -31,44 +31,10 @@ OPEN = ("waiting", "submitted")
 # --- inside the workflow (datasource transactions) -------------------------------------------
 
 
-async def register(
-    db: Db,
-    *,
-    root_session_id: str,
-    tool_call_id: str,
-    owner_session_id: str,
-    owner_workflow_id: str,
-    kind: str,
-    tool: str,
-    arguments: str,
-    timeout_sec: float,
-    output_schema: dict[str, Any] | None,
-    user_id: str | None,
-    tenant_id: str | None,
-) -> float:
-    """Open a wait; returns its absolute deadline (epoch seconds), fixed here once."""
-    r = await db.execute(
-        sa.text(
-            f"INSERT INTO {S}.pending_calls (root_session_id, tool_call_id, owner_session_id,"
-            " owner_workflow_id, kind, tool, arguments, deadline, output_schema, status,"
-            " user_id, tenant_id) VALUES (:root, :id, :owner, :wf, :kind, :tool, :args,"
-            " now() + make_interval(secs => :timeout), CAST(:schema AS jsonb), 'waiting',"
-            " :u, :t) RETURNING extract(epoch FROM deadline)"
-        ),
-        {
-            "root": root_session_id,
-            "id": tool_call_id,
-            "owner": owner_session_id,
-            "wf": owner_workflow_id,
-            "kind": kind,
-            "tool": tool,
-            "args": arguments,
-            "timeout": timeout_sec,
-            "schema": json.dumps(output_schema),
-            "u": user_id,
-            "t": tenant_id,
-        },
-    )
+async def register(db: Db, *, timeout_sec: float, **wait: Any) -> float:
+    """Open a wait in the caller's transaction (before ``session.v4``); returns its
+    absolute deadline (epoch seconds): now + ``timeout_sec``, fixed here once."""
+    r = await execute(db, open_stmt(timeout_sec=timeout_sec, **wait))
     return float(r.scalar_one())
 
 
@@ -81,18 +47,26 @@ def open_stmt(
     kind: str,
     tool: str,
     arguments: str,
-    deadline: float,
     output_schema: dict[str, Any] | None,
     user_id: str | None,
     tenant_id: str | None,
+    deadline: float | None = None,
+    timeout_sec: float | None = None,
 ) -> Stmt:
-    """``register`` as a statement of the model turn's transaction (``session.v4``): the
-    deadline (epoch seconds) is fixed by the caller and recorded with the turn."""
+    """A wait's row, ``waiting`` until its absolute deadline, fixed once: ``deadline``
+    (epoch seconds; ``session.v4``'s model turn fixes it and records it with the turn,
+    whose transaction this statement joins) or now + ``timeout_sec`` (returned)."""
+    at = (
+        "to_timestamp(:deadline)"
+        if deadline is not None
+        else "now() + make_interval(secs => :timeout)"
+    )
     return (
         f"INSERT INTO {S}.pending_calls (root_session_id, tool_call_id, owner_session_id,"
         " owner_workflow_id, kind, tool, arguments, deadline, output_schema, status,"
         " user_id, tenant_id) VALUES (:root, :id, :owner, :wf, :kind, :tool, :args,"
-        " to_timestamp(:deadline), CAST(:schema AS jsonb), 'waiting', :u, :t)",
+        f" {at}, CAST(:schema AS jsonb), 'waiting', :u, :t)"
+        " RETURNING extract(epoch FROM deadline)",
         {
             "root": root_session_id,
             "id": tool_call_id,
@@ -102,6 +76,7 @@ def open_stmt(
             "tool": tool,
             "args": arguments,
             "deadline": deadline,
+            "timeout": timeout_sec,
             "schema": json.dumps(output_schema),
             "u": user_id,
             "t": tenant_id,

@@ -48,16 +48,19 @@ def _steps(url: str, workflow_id: str) -> tuple[str, list[str]]:
     return str(name), steps
 
 
-async def _start_old(client: AgentClient, workflow: Any, message: str) -> Any:
-    """A run as a pre-upgrade worker would have started it."""
+async def _start_old(
+    client: AgentClient, workflow: Any, message: str, agent: str = "support"
+) -> Any:
+    """A run as a pre-upgrade worker would have started it (its workflow id is the
+    session id)."""
     sid = new_session_id()
     with client.engine.begin() as conn:
-        sessions.insert_queued(conn, sid, "support", None, None)
+        sessions.insert_queued(conn, sid, agent, None, None)
     spec = RunSpec(
         session_id=sid,
         root_session_id=sid,
         parent_session_id=None,
-        agent="support",
+        agent=agent,
         run_seq=1,
         message=message,
         user_id=None,
@@ -146,21 +149,8 @@ async def test_v4_wait_opens_with_the_turn_and_records_only_its_recv(
     assert name == WORKFLOW_NAME
     assert steps == ["DBOS.recv", "DBOS.sleep"], steps
 
-    sid = new_session_id()
-    with client.engine.begin() as conn:
-        sessions.insert_queued(conn, sid, "asker", None, None)
-    spec = RunSpec(
-        session_id=sid,
-        root_session_id=sid,
-        parent_session_id=None,
-        agent="asker",
-        run_seq=1,
-        message="ship it?",
-        user_id=None,
-        tenant_id=None,
-    )
-    with SetWorkflowID(run_workflow_id(sid, 1)):
-        handle = await DBOS.start_workflow_async(session_workflow_v3, spec)
+    handle = await _start_old(client, session_workflow_v3, "ship it?", agent="asker")
+    sid = handle.workflow_id
     p = await _one_pending(client, sid)
     await asyncio.to_thread(client.submit_tool_result, sid, p.tool_call_id, result={"ok": True})
     assert (await handle.get_result())["status"] == "completed"
