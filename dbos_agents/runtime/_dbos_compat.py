@@ -165,6 +165,27 @@ def _system_database() -> Any:
     return _instance()._sys_db
 
 
+def quoted_system_schema() -> str:
+    """The launched system database's schema as a quoted identifier, for our plain SQL on
+    its tables (``SystemDatabase.schema``)."""
+    return '"' + str(_system_database().schema).replace('"', '""') + '"'
+
+
+def replace_on_system_database(name: str, build: Callable[[Any, Any], Any]) -> None:
+    """Replace the launched system database's method ``name`` with ``build(sys_db,
+    original)``, once (a second call is a no-op); a sharded system database addresses rows
+    by shard key, which our replacements do not, so it keeps DBOS's own (``_key_column``)."""
+    sys_db = _system_database()
+    original = getattr(sys_db, name)
+    if getattr(original, "_dbos_agents", False):
+        return
+    if sys_db._key_column(sys_db.tables.operation_outputs, "child_shard_key") is not None:
+        return
+    replacement = build(sys_db, original)
+    replacement._dbos_agents = True
+    setattr(sys_db, name, replacement)
+
+
 def stop_dequeuing() -> int:
     """Stop DBOS's queue threads (every queue, the internal recovery queue included), its
     scheduler, pollers and startup recovery, while steps, recv and the notification listener

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..store.pg import Stmt
-from ._dbos_compat import _system_database
+from ._dbos_compat import _system_database, quoted_system_schema
 
 
 def outcome_event_stmt(workflow_id: str, key: str, value: Any) -> Stmt:
@@ -33,9 +33,9 @@ def outcome_event_stmt(workflow_id: str, key: str, value: Any) -> Stmt:
 
     sys_db = _system_database()
     encoded, serialization = serialize_value(value, None, sys_db.serializer)
-    schema = sys_db.schema.replace('"', '""')
     return (
-        f'INSERT INTO "{schema}".workflow_events (workflow_uuid, key, value, serialization)'
+        f"INSERT INTO {quoted_system_schema()}.workflow_events"
+        " (workflow_uuid, key, value, serialization)"
         " VALUES (:wf, :key, :value, :ser) ON CONFLICT (workflow_uuid, key) DO NOTHING",
         {"wf": workflow_id, "key": key, "value": encoded, "ser": serialization},
     )

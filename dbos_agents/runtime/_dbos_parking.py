@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from dbos._sys_db import WorkflowStatusString
 
-from ._dbos_compat import _any_of, _instance, _system_database, unread_topics
+from ._dbos_compat import _any_of, _instance, _system_database, quoted_system_schema, unread_topics
 
 
 def owner_xid(workflow_id: str) -> str | None:
@@ -98,7 +98,7 @@ def recorded_wake_times(workflow_ids: list[str]) -> dict[str, float]:
 
 
 _CLAIM = (
-    'UPDATE "{schema}".workflow_status AS ws SET owner_xid = v.token,'
+    "UPDATE {schema}.workflow_status AS ws SET owner_xid = v.token,"
     " updated_at = CAST(extract(epoch FROM now()) * 1000 AS bigint)"
     " FROM unnest(CAST(:wfs AS text[]), CAST(:olds AS text[]), CAST(:tokens AS text[]))"
     " AS v(wf, old, token) WHERE ws.workflow_uuid = v.wf AND ws.status = :pending"
@@ -124,10 +124,10 @@ def claim_parked(claims: list[tuple[str, str | None, str]]) -> set[str]:
     if not claims:
         return set()
     sys_db = _system_database()
-    schema = str(sys_db.schema)
+    schema = quoted_system_schema()
     stmt = _claims.get(schema)
     if stmt is None:
-        stmt = _claims[schema] = sa.text(_CLAIM.format(schema=schema.replace('"', '""')))
+        stmt = _claims[schema] = sa.text(_CLAIM.format(schema=schema))
     params = {
         "wfs": [c[0] for c in claims],
         "olds": [c[1] for c in claims],

@@ -42,7 +42,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ._dbos_compat import _system_database
+from ._dbos_compat import quoted_system_schema, replace_on_system_database
 
 FUNCTION_NAME = "DBOS.recv"
 
@@ -64,7 +64,7 @@ WITH own AS (
         ORDER BY created_at_epoch_ms ASC LIMIT 1)
       AND NOT EXISTS (SELECT 1 FROM prior) AND EXISTS (SELECT 1 FROM allowed)
     RETURNING message, serialization
-), recorded AS (
+), recorded AS (  -- a data-modifying WITH runs to completion, read or not
     INSERT INTO {s}.operation_outputs (workflow_uuid, function_id, function_name,
         started_at_epoch_ms, completed_at_epoch_ms, output, error, child_workflow_id,
         serialization, application_name, retention_timestamp)
@@ -75,7 +75,6 @@ WITH own AS (
             ELSE :none_ser END,
         :app, CAST(extract(epoch FROM now()) * 1000 AS bigint)
     WHERE NOT EXISTS (SELECT 1 FROM prior) AND EXISTS (SELECT 1 FROM allowed)
-    RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM allowed) AS allowed,
     EXISTS (SELECT 1 FROM prior) AS replayed,
@@ -83,23 +82,17 @@ SELECT EXISTS (SELECT 1 FROM allowed) AS allowed,
     (SELECT serialization FROM prior) AS prior_serialization,
     EXISTS (SELECT 1 FROM msg) AS received,
     (SELECT message FROM msg) AS message,
-    (SELECT serialization FROM msg) AS serialization,
-    (SELECT count(*) FROM recorded) AS recorded
+    (SELECT serialization FROM msg) AS serialization
 """
 
 
 def install() -> None:
     """Replace DBOS's ``recv_consume`` on the launched system database (idempotent)."""
-    sys_db = _system_database()
-    if getattr(sys_db.recv_consume, "_dbos_agents", False):
-        return
-    if sys_db._key_column(sys_db.tables.operation_outputs, "child_shard_key") is not None:
-        return  # a sharded system database addresses rows by shard key: DBOS's own consume
     from dbos._sys_db import db_retry
 
-    consume = db_retry(sys_db=sys_db)(_consumer(sys_db))
-    consume._dbos_agents = True
-    sys_db.recv_consume = consume
+    replace_on_system_database(
+        "recv_consume", lambda sys_db, _: db_retry(sys_db=sys_db)(_consumer(sys_db))
+    )
 
 
 def _consumer(sys_db: Any) -> Any:
@@ -108,8 +101,7 @@ def _consumer(sys_db: Any) -> Any:
     from dbos._serialization import deserialize_value, serialize_value_as
     from dbos._sys_db import _dbos_null_topic
 
-    schema = '"' + str(sys_db.schema).replace('"', '""') + '"'
-    stmt = sa.text(_CONSUME.format(s=schema))
+    stmt = sa.text(_CONSUME.format(s=quoted_system_schema()))
     none, none_ser = serialize_value_as(None, None, sys_db.serializer)
 
     def recv_consume(

@@ -33,7 +33,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ._dbos_compat import _system_database
+from ._dbos_compat import replace_on_system_database
 
 
 @dataclass(slots=True)
@@ -56,14 +56,12 @@ def enter_workflow(workflow_id: str) -> None:
 
 def install() -> None:
     """Replace DBOS's operation check on the launched system database (idempotent)."""
-    sys_db = _system_database()
-    if getattr(sys_db.check_operation_execution, "_dbos_agents", False):
-        return
-    if sys_db._key_column(sys_db.tables.operation_outputs, "child_shard_key") is not None:
-        return  # a sharded system database addresses rows by shard key: DBOS's own check
+    replace_on_system_database("check_operation_execution", _check)
+
+
+def _check(sys_db: Any, original: Any) -> Any:
     from dbos._sys_db import db_retry
 
-    original = sys_db.check_operation_execution
     read = db_retry(sys_db=sys_db)(_reader(sys_db))
 
     def check(
@@ -93,8 +91,7 @@ def install() -> None:
             "child_shard_key": None,
         }
 
-    check._dbos_agents = True  # type: ignore[attr-defined]
-    sys_db.check_operation_execution = check
+    return check
 
 
 def _reader(sys_db: Any) -> Callable[[str], dict[int, tuple[Any, ...]]]:

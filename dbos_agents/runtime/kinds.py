@@ -2,8 +2,9 @@
 
 The workflow classifies each call of a turn (``plan``), opens the waits the kinds ask for
 and marks dispatched the calls that may act elsewhere (``openings``), all in one ledger
-transaction (from ``session.v4`` the model turn's own), then runs the calls: kinds with ``concurrent`` on step ids reserved in call order, the
-others in one sequence (``prepare`` for each in call order, then ``run`` for each), so
+transaction (from ``session.v4`` the model turn's own, ``turn_openings``), then runs the
+calls: kinds with ``concurrent`` on step ids reserved in call order, the others in one
+sequence (``prepare`` for each in call order, then ``run`` for each), so
 every step id is the same on replay.
 
 | kind | pending row | dispatched when | runs as |
@@ -220,6 +221,19 @@ def openings(agent: Agent, planned: list[Planned]) -> tuple[list[WaitSpec], list
     """The waits a turn opens and the calls it marks dispatched as they open."""
     waits = [w for p in planned if (w := p.kind.wait(agent, p.call)) is not None]
     return waits, [p.call.id for p in planned if p.kind.dispatched_on_open]
+
+
+def turn_openings(agent: Agent, calls: list[ToolCall]) -> tuple[list[WaitSpec], list[str]]:
+    """``openings`` of the calls the model just made, for the model turn to write: only the
+    calls of a kind that opens something are checked here (a server call opens nothing, and
+    its arguments are checked once, when the turn's tools run)."""
+    may_open = [
+        c
+        for c in calls
+        if (c.name in agent.tools or c.name in agent.client_tools or c.name in agent.sub_agents)
+        and kind_of(agent, c) is not SERVER
+    ]
+    return openings(agent, plan(agent, may_open)[1])
 
 
 def kind_of(agent: Agent, call: ToolCall) -> Kind:

@@ -37,7 +37,7 @@ from . import _dbos_compat as compat
 from . import drain, execution
 from .context import get_context
 from .crashpoints import crash_point
-from .kinds import kind_of, openings, plan
+from .kinds import kind_of, turn_openings
 from .ledger import LedgerCall, Opened
 from .steps import RunInterrupted
 
@@ -149,7 +149,7 @@ async def model_turn(
         ]
         opened: Opened | None = None
         if execution.waits_open_with_turn():  # this turn's waits open with its rows
-            waits, dispatched = openings(agent, plan(agent, calls)[1])
+            waits, dispatched = turn_openings(agent, calls)
             now = time.time()  # a step body: recorded with the turn, never re-read
             owner = DBOS.workflow_id
             assert owner is not None

@@ -82,14 +82,17 @@ async def _run_tools(
     recorded), run concurrent kinds on step ids reserved in call order and the others in
     one sequence beside them, so every step id is the same on replay."""
     results, planned = plan(agent, calls)
-    waits, dispatched = openings(agent, planned)
     turn = Turn(spec, agent, {})
     if opened is not None:  # session.v4: the model turn opened them with its own rows
         turn.deadlines = opened
-    elif waits or dispatched:
-        owner = DBOS.workflow_id
-        assert owner is not None
-        turn.deadlines = await get_context().ledger.dispatch_waits(spec, owner, waits, dispatched)
+    else:  # before v4: open them here, in a datasource transaction of their own
+        waits, dispatched = openings(agent, planned)
+        if waits or dispatched:
+            owner = DBOS.workflow_id
+            assert owner is not None
+            turn.deadlines = await get_context().ledger.dispatch_waits(
+                spec, owner, waits, dispatched
+            )
     concurrent = [p for p in planned if p.kind.concurrent]
     in_sequence = [p for p in planned if not p.kind.concurrent]
     reserved = [await p.kind.prepare(turn, p) for p in concurrent]
