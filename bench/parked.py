@@ -44,7 +44,11 @@ Phases, in order:
    per resumed turn = the worker's utime+stime (``/proc/<pid>/stat``) over the burst / K;
    the same for every local ``postgres`` process (with its reaped backends) and for this
    bench process (the submit threads and the completion poll, once a second), so the
-   host's CPU per turn is accounted for (a local server only).
+   host's CPU per turn is accounted for (a local server only). For the sequential samples
+   and the burst, the WAL the server wrote per resumed turn and its full-page images
+   (``pg_stat_wal``): each commit waits for its WAL to reach the disk, and the first change
+   to a page after a checkpoint logs the whole page, which grows with the number of
+   sessions whose rows a run touches.
    Threads and connections are sampled every 100 ms during the burst (max reported).
 
 Postgres connections of the worker = rows of ``pg_stat_activity`` whose ``client_port`` is
@@ -325,6 +329,15 @@ def postgres_cpu_seconds() -> float:
     return total / TICK
 
 
+def wal_written(engine: sa.Engine) -> tuple[float, int]:
+    """The server's WAL bytes and full-page images written so far (``pg_stat_wal``,
+    cluster-wide; the bench's reads write none). A commit waits for its WAL to be flushed,
+    and the first change to a page after a checkpoint writes the whole 8 KB page."""
+    with _connect(engine) as conn:
+        row = conn.execute(sa.text("SELECT wal_bytes, wal_fpi FROM pg_stat_wal")).one()
+    return float(row.wal_bytes), int(row.wal_fpi)
+
+
 def host_busy() -> tuple[int, int]:
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
@@ -596,6 +609,10 @@ class Figures:
     burst_host_busy_pct: float
     pg_cpu_ms_per_turn: float
     bench_cpu_ms_per_turn: float
+    wal_kb_per_resume: float  # the sequential samples'
+    fpi_per_resume: float
+    burst_wal_kb_per_turn: float
+    burst_fpi_per_turn: float
     burst_p50_ms: float
     burst_p99_ms: float
     failed_before_park: int
@@ -723,9 +740,11 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         # 3. sequential latency while the others wait
         console.log(f"latency: {len(samples)} sequential submits with {len(calls_)} waiting")
         t0s: dict[str, float] = {}
+        wal0 = wal_written(client.engine)
         for sid, tcid in samples:
             t0s[sid] = timed_submit(client, sid, tcid)
             wait_finished(client.engine, sid)
+        wal1 = wal_written(client.engine)
         fins = finish_times(client.engine, list(t0s), _connect)
         tools = tool_message_times(client.engine, list(t0s), _connect)
         lat = [fins[s][1] - t0s[s] * 1000 for s in t0s if fins[s][1] is not None]  # type: ignore[operator]
@@ -762,6 +781,7 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
             time.sleep(1.0)
         cpu0, host0 = cpu_seconds(w.pid), host_busy()
         pg_cpu0, self_cpu0 = postgres_cpu_seconds(), time.process_time()
+        bwal0 = wal_written(client.engine)
         submitted: dict[str, float] = {}
         errors: Counter[str] = Counter()
         max_threads, max_conns = 0, 0
@@ -804,6 +824,7 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
                 left &= set(submitted)
         burst_cpu = cpu_seconds(w.pid) - cpu0
         burst_pg_cpu = postgres_cpu_seconds() - pg_cpu0
+        bwal1 = wal_written(client.engine)
         burst_self_cpu = time.process_time() - self_cpu0
         hb1 = host_busy()
         host_pct = 100 * (hb1[0] - host0[0]) / max(1, hb1[1] - host0[1])
@@ -861,6 +882,10 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
             cpu_ms_per_turn=burst_cpu * 1000 / max(1, len(done)),
             pg_cpu_ms_per_turn=burst_pg_cpu * 1000 / max(1, len(done)),
             bench_cpu_ms_per_turn=burst_self_cpu * 1000 / max(1, len(done)),
+            wal_kb_per_resume=(wal1[0] - wal0[0]) / 1024 / max(1, len(samples)),
+            fpi_per_resume=(wal1[1] - wal0[1]) / max(1, len(samples)),
+            burst_wal_kb_per_turn=(bwal1[0] - bwal0[0]) / 1024 / max(1, len(done)),
+            burst_fpi_per_turn=(bwal1[1] - bwal0[1]) / max(1, len(done)),
             burst_host_busy_pct=host_pct,
             burst_p50_ms=pct(burst_lat, 50) if burst_lat else float("nan"),
             burst_p99_ms=pct(burst_lat, 99) if burst_lat else float("nan"),
@@ -990,6 +1015,12 @@ def report(
             _ok(f.hot_p50_ms <= GOALS["p50_ms"] and f.hot_p99_ms <= GOALS["p99_ms"]),
         )
     g.add_row(
+        "  WAL written per sequential resume (full-page images)",
+        f"{f.wal_kb_per_resume:.1f} KB ({f.fpi_per_resume:.1f})",
+        "",
+        "",
+    )
+    g.add_row(
         "submit -> tool message recorded, p50 / p99",
         f"{f.tool_p50_ms:.1f} / {f.tool_p99_ms:.1f} ms",
         "",
@@ -1015,6 +1046,12 @@ def report(
             "",
             "",
         )
+    g.add_row(
+        "  WAL written per turn (full-page images)",
+        f"{f.burst_wal_kb_per_turn:.1f} KB ({f.burst_fpi_per_turn:.1f})",
+        "",
+        "",
+    )
     g.add_row(
         "  host CPU busy during the burst (2 cores)", f"{f.burst_host_busy_pct:.0f} %", "", ""
     )

@@ -42,14 +42,16 @@ LATEST = 4
 class _Execution:
     version: int
     ran: bool = False
+    resumed: bool = False
 
 
 _current: ContextVar[_Execution | None] = ContextVar("dbos_agents_execution", default=None)
 
 
-def begin_execution(*, version: int) -> None:
-    """Called first thing by the workflow body: nothing has run in this execution yet."""
-    _current.set(_Execution(version=version))
+def begin_execution(*, version: int, resumed: bool = False) -> None:
+    """Called first thing by the workflow body: nothing has run in this execution yet;
+    ``resumed``: it re-executes a parked wait (``parking``), so it replays up to there."""
+    _current.set(_Execution(version=version, resumed=resumed))
 
 
 def step_ran() -> None:
@@ -63,6 +65,14 @@ def later_steps_are_new() -> bool:
     """True once a step body ran in this execution (see the module doc)."""
     cell = _current.get()
     return cell is not None and cell.ran
+
+
+def replay_likely() -> bool:
+    """True while this execution, resuming a parked wait, has run no step body yet: what it
+    does next most likely replays (a hint: a persistent session's next run after a parked
+    inbox wait is new, so the caller checks)."""
+    cell = _current.get()
+    return cell is not None and cell.resumed and not cell.ran
 
 
 def version() -> int:

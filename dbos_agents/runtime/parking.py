@@ -123,6 +123,7 @@ class Parker:
         self._seq = 0
         self._inbox: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._check: list[str] = []
+        self._resuming: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dbos-agents-parker", daemon=True)
 
@@ -138,6 +139,15 @@ class Parker:
 
     def start(self) -> None:
         self._thread.start()
+
+    def take_resumed(self, workflow_id: str) -> bool:
+        """Called as a workflow's execution begins: whether it resumes a wait parked here
+        (its run then most likely replays up to that wait: ``execution.replay_likely``)."""
+        with self._lock:
+            if workflow_id not in self._resuming:
+                return False
+            self._resuming.discard(workflow_id)
+            return True
 
     def stop(self) -> None:
         """Stop resuming; the parked workflows stay PENDING for the next launch's recovery."""
@@ -284,8 +294,8 @@ class Parker:
             return []
 
     def _resume(self, workflow_ids: list[str]) -> None:
-        """Resume these parked waits: one claim and one status read for all of them (a
-        burst of submits arrives here in batches), then each re-executes."""
+        """Resume these parked waits: one claim for all of them, which reads their status
+        back (a burst of submits arrives here in batches), then each re-executes."""
         if drain.is_draining():
             return  # left PENDING: the next launch (or an adopter) recovers it
         with self._lock:
@@ -299,17 +309,9 @@ class Parker:
             p.token = token = p.token or str(uuid.uuid4())
             claims.append((wf, p.owner_xid, token))
         try:
-            claimed = compat.claim_parked(claims)
+            statuses = compat.claim_parked(claims)
         except Exception as exc:  # database away: park them again and retry
             self._retry(taken, exc)
-            return
-        mine = [(wf, p) for wf, p in taken if wf in claimed]
-        for _, p in mine:
-            p.owner_xid, p.token = p.token, None
-        try:
-            statuses = compat.claimed_statuses([wf for wf, _ in mine]) if mine else {}
-        except Exception as exc:
-            self._retry(mine, exc)
             return
         for wf, p in taken:
             status = statuses.get(wf)
@@ -318,10 +320,15 @@ class Parker:
                     "parked session moved on", extra={"event": "park.dropped", "workflow_id": wf}
                 )
                 continue
+            p.owner_xid, p.token = p.token, None
+            with self._lock:
+                self._resuming.add(wf)
             try:
                 assert p.owner_xid is not None
                 compat.execute_claimed(status, p.owner_xid)
             except Exception as exc:
+                with self._lock:
+                    self._resuming.discard(wf)
                 self._retry([(wf, p)], exc)
                 continue
             self.resumed_total += 1

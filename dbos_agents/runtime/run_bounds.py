@@ -6,6 +6,9 @@ left open, delivers late answers, appends the user message and returns the trans
 replay record is that user message: when this run's user message already exists, an
 earlier execution began the run, so the transaction is rolled back (nothing taken twice)
 and the transcript up to that message is returned, exactly what the first execution read.
+An execution that resumes a parked wait (``execution.replay_likely``) reads that first,
+without the transaction: one round trip, nothing locked; the transaction follows only if
+the run had not begun after all.
 
 **End** is fenced on ``run_seq`` and idempotent (results of calls already answered are
 skipped; the outcome is set only while the run is busy; waits are closed only while the
@@ -35,7 +38,22 @@ async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
     sid = spec["session_id"]
     workflow_id = DBOS.workflow_id or run_workflow_id(sid, spec["run_seq"])
 
+    async def replayed() -> BeginResult | None:
+        """A resumed execution's begin, read (one round trip, nothing locked or written);
+        None when the run had not begun after all."""
+        async with pg.driver(engine, autocommit=True) as conn, conn.pipeline():
+            batch = pg.Batch(conn)
+            state_cur = await batch.send(transcript.run_state_stmt(spec))
+            read = await batch.send(transcript.read_begun_stmt(spec))
+            (state,) = await state_cur.fetchall()
+            rows = await read.fetchall()
+        if state.user_seq is None:
+            return None
+        return _replay_result(state, rows)
+
     async def write() -> BeginResult:
+        if execution.replay_likely() and (done := await replayed()) is not None:
+            return done
         async with pg.driver(engine, autocommit=True) as conn, conn.pipeline():
             batch = pg.Batch(conn)
             await batch.send(("BEGIN", {}))
@@ -49,13 +67,7 @@ async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
             if state.user_seq is not None:  # a replay: the first execution's view
                 await batch.send(("ROLLBACK", {}))
                 read = await batch.send(transcript.read_stmt(sid, upto_seq=state.user_seq))
-                return BeginResult(
-                    began=state.status != "interrupted" or bool(state.turned),
-                    messages=[
-                        m.model_dump(mode="json")
-                        for m in transcript.to_messages(await read.fetchall())
-                    ],
-                )
+                return _replay_result(state, await read.fetchall())
             execution.step_ran()
             if began and state.parent_status == "interrupted":  # the tree was interrupted
                 await batch.send(sessions.mark_interrupted_stmt(sid))
@@ -72,6 +84,15 @@ async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
 
     async with drain.step():  # like every write of the workflow: not during a drain
         return await calls.retry_transient("begin run", write)
+
+
+def _replay_result(state: Any, rows: list[Any]) -> BeginResult:
+    """A replayed begin: the transcript up to the run's user message, as the first
+    execution read it; not begun if the session was interrupted before the run's turn."""
+    return BeginResult(
+        began=state.status != "interrupted" or bool(state.turned),
+        messages=[m.model_dump(mode="json") for m in transcript.to_messages(rows)],
+    )
 
 
 async def end(

@@ -192,10 +192,13 @@ async def _publish(spec: RunSpec, published: dict[str, Any]) -> None:
 
 
 async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
-    execution.begin_execution(version=version)
+    wf = DBOS.workflow_id
+    execution.begin_execution(
+        version=version, resumed=wf is not None and get_context().parker.take_resumed(wf)
+    )
     parking.enter_workflow()
-    if DBOS.workflow_id is not None:
-        _dbos_replay.enter_workflow(DBOS.workflow_id)
+    if wf is not None:
+        _dbos_replay.enter_workflow(wf)
     try:
         agent = get_context().agent(spec["agent"])
     except UnknownAgentError as exc:  # a client started an agent no worker knows

@@ -61,6 +61,18 @@ def read_stmt(session_id: str, upto_seq: int | None = None) -> Stmt:
     )
 
 
+def read_begun_stmt(spec: RunSpec) -> Stmt:
+    """The session's messages up to the run's user message (none if the run had not
+    begun): what its begin returned. Messages are only ever appended, so this reads the
+    same rows whenever it runs."""
+    return (
+        f"SELECT role, content, tool_calls, tool_call_id, name FROM {S}.messages"
+        f" WHERE session_id = :s AND seq <= (SELECT min(seq) FROM {S}.messages"
+        " WHERE session_id = :s AND run_seq = :run AND role = 'user') ORDER BY seq",
+        {"s": spec["session_id"], "run": spec["run_seq"]},
+    )
+
+
 def to_messages(rows: Iterable[Any]) -> list[Message]:
     return [
         Message(

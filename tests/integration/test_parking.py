@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from dbos._sys_db import LoopAwareEvent
 
 from dbos_agents import AgentClient, AgentRuntime, PendingCall
+from dbos_agents.outcome import RunSpec
 from dbos_agents.runtime import _dbos_compat as compat
 from dbos_agents.runtime.context import get_context
 from dbos_agents.runtime.runtime import SessionHandle
@@ -204,7 +205,7 @@ async def test_a_resume_claim_is_a_compare_and_swap_that_a_retry_repeats(
     old, old2 = entries[h.workflow_id].owner_xid, entries[h2.workflow_id].owner_xid
 
     def claim(*claims: tuple[str, str | None, str]) -> set[str]:
-        return parking_compat.claim_parked(list(claims))
+        return set(parking_compat.claim_parked(list(claims)))
 
     # One statement claims many; a wrong parked token claims nothing.
     assert await asyncio.to_thread(
@@ -219,9 +220,17 @@ async def test_a_resume_claim_is_a_compare_and_swap_that_a_retry_repeats(
         await asyncio.to_thread(
             client.submit_tool_result, sid, call.tool_call_id, result={"ok": True, "note": "h"}
         )
+    # The claim reads back DBOS's status of each workflow it took, as DBOS reads it (a
+    # retry of the claim, so both are the row as claimed).
     statuses = await asyncio.to_thread(
-        parking_compat.claimed_statuses, [h.workflow_id, h2.workflow_id]
+        parking_compat.claim_parked,
+        [(h.workflow_id, old, "token-1"), (h2.workflow_id, old2, "token-5")],
     )
+    sys_db = compat._system_database()
+    dbos_read = await asyncio.to_thread(
+        sys_db.get_workflow_statuses, [h.workflow_id, h2.workflow_id]
+    )
+    assert [statuses[s["workflow_uuid"]] for s in dbos_read] == dbos_read
     for wf, token in ((h.workflow_id, "token-1"), (h2.workflow_id, "token-5")):
         await asyncio.to_thread(parking_compat.execute_claimed, statuses[wf], token)
     for handle in (h, h2):
@@ -274,3 +283,56 @@ async def test_a_resume_reads_its_recorded_operations_once(
     assert recorded >= 2  # the turn's waits, the recv's sleep (v3: also the remaining step)
     assert [f for f in replayed if f <= recorded] == []
     assert checked[len(replayed) :] == [recorded], checked
+
+
+async def test_a_resumed_runs_begin_is_read_without_a_lock(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    """An execution resuming a parked wait reads its run's begin (``run_bounds.begin``):
+    the same transcript the first execution began with, while another transaction holds
+    the session's row lock that the begin's write path waits for. A run that had not begun
+    takes the write path after all."""
+    from dbos_agents.runtime import execution, run_bounds
+
+    h, _ = await _parked_wait(runtime, client, "asker", "read me back")
+    spec = RunSpec(
+        session_id=h.session_id,
+        root_session_id=h.session_id,
+        parent_session_id=None,
+        agent="asker",
+        run_seq=1,
+        message="read me back",
+        user_id=None,
+        tenant_id=None,
+    )
+    engine = get_context().ledger.ds.engine
+
+    async def begin(resumed: bool, run: RunSpec = spec) -> dict[str, object]:
+        execution.begin_execution(version=execution.LATEST, resumed=resumed)
+        return dict(await asyncio.wait_for(run_bounds.begin(engine, run), 5))
+
+    read = await begin(resumed=True)
+    assert read == await begin(resumed=False)  # the write path's replay: the same view
+    assert read["began"] is True
+    assert read["messages"][-1] == {  # type: ignore[index]
+        "role": "user",
+        "content": "read me back",
+        "tool_calls": [],
+        "tool_call_id": None,
+        "name": None,
+    }
+    with client.engine.connect() as conn, conn.begin():
+        conn.execute(
+            sa.text("SELECT 1 FROM dbos_agents.sessions WHERE id = :s FOR UPDATE"),
+            {"s": h.session_id},
+        )
+        assert await begin(resumed=True) == read  # the write path would wait here
+        with pytest.raises(TimeoutError):
+            await begin(resumed=False)
+
+    # The hint is wrong (the run had not begun): the write path begins it.
+    sid = f"fresh-{h.session_id}"
+    fresh = RunSpec(**{**spec, "session_id": sid, "root_session_id": sid})
+    first = await begin(resumed=True, run=fresh)
+    assert first["began"] is True and len(first["messages"]) == 1  # type: ignore[arg-type]
+    assert await begin(resumed=True, run=fresh) == first  # begun now: read back

@@ -215,6 +215,25 @@ def test_what_parking_a_wait_relies_on() -> None:
     assert {"destination_uuid", "topic", "consumed"} <= _columns("notifications")
 
 
+def test_the_resume_claim_reads_the_status_dbos_reads() -> None:
+    """``claim_parked`` returns DBOS's ``WorkflowStatusInternal`` for ``execute_dequeued_
+    workflow``: the keys DBOS's own status read builds are the claim's (the values are
+    compared against a real read in test_parking)."""
+    import re
+
+    from dbos._sys_db import WorkflowStatusInternal
+
+    from dbos_agents.runtime import _dbos_parking
+
+    read = inspect.getsource(SystemDatabase.get_workflow_statuses)
+    keys = set(re.findall(r'^\s+"(\w+)": ', read, re.M))
+    claimed = {key for key, _, _ in _dbos_parking._STATUS} | {"shard_key"}
+    assert keys == claimed == set(WorkflowStatusInternal.__annotations__)
+    for _, column, _ in _dbos_parking._STATUS:
+        assert column in _columns("workflow_status")
+    assert {"workflow_uuid", "inputs"} <= _columns("workflow_input")
+
+
 def test_what_the_replay_snapshot_relies_on() -> None:
     """``_dbos_replay``: the operation check it stands in for (called on the instance, its
     result's keys, the two tables it reads), the shard-key switch and ``db_retry``."""
