@@ -27,7 +27,12 @@ It replaces the method on the launched system database (DBOS calls it through th
 instance), wrapped in DBOS's ``db_retry`` like the original. A sharded system database is
 left alone.
 
-Private names used: ``SystemDatabase.recv_consume`` (replaced), ``schema``, ``app_name``,
+Its check for a message already there (``recv_check``, run as every wait starts or resumes
+and at each fallback re-check) is one statement too, in autocommit, instead of a query
+built anew in a BEGIN/COMMIT transaction.
+
+Private names used: ``SystemDatabase.recv_consume`` and ``recv_check`` (replaced),
+``poll_limiter``, ``dbos._logger.dbos_logger``, ``schema``, ``app_name``,
 ``serializer``, ``_key_column``, ``engine``, ``dbos._sys_db.db_retry`` and
 ``_dbos_null_topic``, ``dbos._context.current_owner_xid``, ``dbos._serialization.
 deserialize_value``/``serialize_value_as``, the errors ``DBOSWorkflowConflictIDError`` and
@@ -86,13 +91,46 @@ SELECT EXISTS (SELECT 1 FROM allowed) AS allowed,
 """
 
 
+_CHECK = (
+    "SELECT 1 FROM {s}.notifications WHERE destination_uuid = :wf AND topic = :topic"
+    " AND consumed = false LIMIT 1"
+)
+
+
 def install() -> None:
-    """Replace DBOS's ``recv_consume`` on the launched system database (idempotent)."""
+    """Replace DBOS's ``recv_consume`` and ``recv_check`` on the launched system database
+    (idempotent)."""
     from dbos._sys_db import db_retry
 
     replace_on_system_database(
         "recv_consume", lambda sys_db, _: db_retry(sys_db=sys_db)(_consumer(sys_db))
     )
+    replace_on_system_database("recv_check", lambda sys_db, _: _checker(sys_db))
+
+
+def _checker(sys_db: Any) -> Any:
+    """DBOS's ``recv_check`` (is a message for the wait already there? then set its
+    event), as one statement compiled once in autocommit: DBOS's builds the query anew
+    and runs it in a BEGIN/COMMIT transaction, three round trips, on every wait that
+    starts or resumes and at every fallback re-check."""
+    from dbos._logger import dbos_logger
+    from dbos._sys_db import _dbos_null_topic
+
+    stmt = sa.text(_CHECK.format(s=quoted_system_schema()))
+
+    def recv_check(workflow_uuid: str, topic: str | None, event: Any) -> None:
+        params = {"wf": workflow_uuid, "topic": topic if topic is not None else _dbos_null_topic}
+        try:
+            with sys_db.poll_limiter, sys_db.engine.connect() as conn:  # a polling read
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+                found = conn.execute(stmt, params).first() is not None
+        except Exception:  # as DBOS's: the listener or the next re-check delivers it
+            dbos_logger.warning("Fallback notification poll failed", exc_info=True)
+            return
+        if found:
+            event.set()
+
+    return recv_check
 
 
 def _consumer(sys_db: Any) -> Any:

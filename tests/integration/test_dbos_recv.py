@@ -1,11 +1,13 @@
 """``runtime/_dbos_recv``: a woken ``recv`` consumes its message and records itself in one
-statement. The whole suite's waits (client tools, approvals, sub-agents, persistent inboxes,
+statement, and checks for a message already there with one. The whole suite's waits (client tools, approvals, sub-agents, persistent inboxes,
 interrupts, parked resumes, crash drills) run through it; these tests pin the cases a
-round trip does not show: a retried consume, a stale owner, and a missing message."""
+round trip does not show: a retried consume, a stale owner, a missing message, and the
+check's topics."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from typing import Any
 from unittest import mock
@@ -111,3 +113,26 @@ async def test_a_stale_owner_consumes_nothing_and_records_nothing(
     # The owning execution (or no token: a call outside any workflow) still gets it.
     owner = _consumer(_owner(wf))
     assert await asyncio.to_thread(owner, wf, 911, TOPIC, 123) == {"body": "kept"}
+
+
+async def test_a_wait_checks_for_its_message_with_one_statement(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    sys_db = compat._system_database()
+    assert getattr(sys_db.recv_check, "_dbos_agents", False)
+    wf = await _finished_session(runtime, client)
+
+    async def check(topic: str | None) -> bool:
+        event = threading.Event()
+        await asyncio.to_thread(sys_db.recv_check, wf, topic, event)
+        return event.is_set()
+
+    assert not await check(TOPIC)
+    await asyncio.to_thread(client.dbos.send, wf, {"body": "here"}, TOPIC)
+    assert await check(TOPIC)
+    assert not await check("another topic") and not await check(None)
+    await asyncio.to_thread(client.dbos.send, wf, {"body": "untopical"}, None)
+    assert await check(None)
+    # Consumed, it is no longer there.
+    assert await asyncio.to_thread(_consumer(_owner(wf)), wf, 921, TOPIC, 123) == {"body": "here"}
+    assert not await check(TOPIC)

@@ -277,6 +277,20 @@ def test_what_the_outcome_event_in_the_run_end_relies_on() -> None:
     assert "workflow_events" in get_event
 
 
+def test_what_the_one_statement_check_relies_on() -> None:
+    """``_dbos_recv._checker``: DBOS's check for a message already there (called through
+    the instance, its signature, the rows it looks for, its limiter and its event)."""
+    params = inspect.signature(SystemDatabase.recv_check).parameters
+    assert list(params) == ["self", "workflow_uuid", "topic", "event"]
+    assert "self.recv_check(" in inspect.getsource(SystemDatabase.recv_setup)
+    assert "self.recv_check," in inspect.getsource(SystemDatabase.recv_async)
+    check = inspect.getsource(SystemDatabase.recv_check)
+    for part in ('"destination_uuid"', "c.topic == normalized_topic", "consumed == False"):
+        assert part in check, part
+    assert "self.poll_limiter" in check and "event.set()" in check
+    assert "Fallback notification poll failed" in check
+
+
 def test_what_the_one_statement_consume_relies_on() -> None:
     """``_dbos_recv``: the consume it replaces (called through the instance, its signature
     and steps), the owner check it mirrors, the errors it raises and the columns it writes."""
