@@ -13,12 +13,15 @@ execute_dequeued_workflow`` and ``dbos._utils.GlobalParams``/``generate_uuid``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from dbos._sys_db import WorkflowStatusString
 
+from . import _dbos_replay
 from ._dbos_compat import _any_of, _instance, _system_database, quoted_system_schema, unread_topics
+from ._dbos_replay import Recorded
 
 
 def owner_xid(workflow_id: str) -> str | None:
@@ -129,8 +132,29 @@ _CLAIM = (
     " AS v(wf, old, token) WHERE ws.workflow_uuid = v.wf AND ws.status = :pending"
     " AND ws.executor_id = :executor"
     " AND (ws.owner_xid IS NOT DISTINCT FROM v.old OR ws.owner_xid = v.token)"
-    " RETURNING " + ", ".join(f"{expr} AS {key}" for key, _, expr in _STATUS)
+    " RETURNING " + ", ".join(f"{expr} AS {key}" for key, _, expr in _STATUS) + ","
+    # What the resumed execution reads first, read with the claim (``_dbos_replay.seed``):
+    # its recorded operations and the topics with a message waiting.
+    " (SELECT json_agg(json_build_array(oo.function_id, oo.output, oo.error,"
+    " oo.function_name, oo.child_workflow_id, oo.serialization) ORDER BY oo.function_id)"
+    " FROM {schema}.operation_outputs AS oo WHERE oo.workflow_uuid = ws.workflow_uuid)"
+    " AS recorded, (SELECT array_agg(DISTINCT n.topic) FROM {schema}.notifications AS n"
+    " WHERE n.destination_uuid = ws.workflow_uuid AND n.consumed = false) AS unread"
 )
+
+
+@dataclass(slots=True)
+class Claimed:
+    """A parked workflow this worker claimed, with what the claim read for its resume."""
+
+    status: Any
+    """DBOS's ``WorkflowStatusInternal``, for ``execute_dequeued_workflow``."""
+    recorded: Recorded | None
+    """Its recorded operations (None: not read with the claim, on a sharded database)."""
+    unread: set[str]
+    """Topics with a message for it."""
+
+
 _claims: dict[str, sa.TextualSelect] = {}
 
 
@@ -146,13 +170,14 @@ def _claim_stmt(sys_db: Any) -> sa.TextualSelect:
     return stmt
 
 
-def claim_parked(claims: list[tuple[str, str | None, str]]) -> dict[str, Any]:
+def claim_parked(claims: list[tuple[str, str | None, str]]) -> dict[str, Claimed]:
     """Take parked workflows' ownership over, in one statement: each (workflow id, the
     parked execution's token, new token) gets the new token only if its row is still
     PENDING on this executor with the parked token (or already the new one: a retry after a
-    claim whose commit was not acknowledged). Returns DBOS's status of each workflow
-    claimed (for ``execute_claimed``), read back by the same statement; a workflow that
-    ended, was cancelled or adopted, or was resumed already is left alone.
+    claim whose commit was not acknowledged). Returns each workflow claimed with DBOS's
+    status of it, its recorded operations and its topics with a message, read by the same
+    statement (for ``execute_claimed``); a workflow that ended, was cancelled or adopted,
+    or was resumed already is left alone.
 
     Plain SQL over three arrays, compiled once: built with SQLAlchemy's ``VALUES``
     construct, the statement was compiled anew for every batch (1.3 ms of CPU each, five
@@ -176,19 +201,30 @@ def claim_parked(claims: list[tuple[str, str | None, str]]) -> dict[str, Any]:
     if sys_db._key_column(sys_db.tables.workflow_status) is not None:
         # A sharded database: its status carries a shard key, which DBOS's read fills in.
         ids = [str(r.workflow_uuid) for r in rows]
-        return {s["workflow_uuid"]: s for s in sys_db.get_workflow_statuses(ids)}
-    out: dict[str, Any] = {}
+        statuses = sys_db.get_workflow_statuses(ids)
+        return {s["workflow_uuid"]: Claimed(s, None, set()) for s in statuses}
+    out: dict[str, Claimed] = {}
     for row in rows:
         status = dict(row._mapping)
+        recorded = {int(r[0]): tuple(r[1:]) for r in status.pop("recorded") or []}
+        unread = set(status.pop("unread") or [])
         status["is_debounced"] = bool(status["is_debounced"])
         status["shard_key"] = None  # what DBOS's read gives on an unsharded database
-        out[status["workflow_uuid"]] = status
+        out[status["workflow_uuid"]] = Claimed(status, recorded, unread)
     return out
 
 
-def execute_claimed(status: Any, token: str) -> None:
+def execute_claimed(claimed: Claimed, token: str) -> None:
     """Execute a workflow this worker claimed with ``token`` again: it replays from its
-    checkpoints (``execute_dequeued_workflow``, as a queue claim does)."""
+    checkpoints (``execute_dequeued_workflow``, as a queue claim does), starting from the
+    snapshot its claim read."""
     from dbos._core import execute_dequeued_workflow
 
-    execute_dequeued_workflow(_instance(), status, token)
+    workflow_id = claimed.status["workflow_uuid"]
+    if claimed.recorded is not None:
+        _dbos_replay.seed(workflow_id, claimed.recorded, claimed.unread)
+    try:
+        execute_dequeued_workflow(_instance(), claimed.status, token)
+    except BaseException:
+        _dbos_replay.unseed(workflow_id)
+        raise

@@ -29,7 +29,8 @@ left alone.
 
 Its check for a message already there (``recv_check``, run as every wait starts or resumes
 and at each fallback re-check) is one statement too, in autocommit, instead of a query
-built anew in a BEGIN/COMMIT transaction.
+built anew in a BEGIN/COMMIT transaction; a resumed parked wait whose claim saw its
+message skips it (``_dbos_replay.message_waiting``).
 
 Private names used: ``SystemDatabase.recv_consume`` and ``recv_check`` (replaced),
 ``poll_limiter``, ``dbos._logger.dbos_logger``, ``schema``, ``app_name``,
@@ -47,6 +48,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from . import _dbos_replay
 from ._dbos_compat import quoted_system_schema, replace_on_system_database
 
 FUNCTION_NAME = "DBOS.recv"
@@ -120,6 +122,9 @@ def _checker(sys_db: Any) -> Any:
 
     def recv_check(workflow_uuid: str, topic: str | None, event: Any) -> None:
         params = {"wf": workflow_uuid, "topic": topic if topic is not None else _dbos_null_topic}
+        if _dbos_replay.message_waiting(workflow_uuid, params["topic"]):
+            event.set()  # a resumed wait: its claim saw the message (nothing else takes it)
+            return
         try:
             with sys_db.poll_limiter, sys_db.engine.connect() as conn:  # a polling read
                 conn.execution_options(isolation_level="AUTOCOMMIT")

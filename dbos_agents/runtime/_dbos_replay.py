@@ -18,6 +18,10 @@ read: a cancellation during the replay is seen at the first operation past the s
 instead of at the next replayed one. A recorded name other than the expected one goes to
 DBOS's check, which raises its ``DBOSUnexpectedStepError``.
 
+A parked wait's resume reads the snapshot with its claim (``seed``; the claim is the moment
+this worker becomes the owner), and with it the topics that have a message waiting, so the
+resumed ``recv`` neither reads its records nor asks whether its message is there.
+
 Private names used (checked by ``tests/unit/test_dbos_compat.py``): ``SystemDatabase.
 check_operation_execution`` (replaced on the instance), ``tables.workflow_status`` and
 ``tables.operation_outputs``, ``_key_column`` (a sharded database is left alone) and
@@ -26,32 +30,70 @@ check_operation_execution`` (replaced on the instance), ``tables.workflow_status
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
 from ._dbos_compat import replace_on_system_database
 
+Recorded = dict[int, tuple[Any, ...]]
+"""function id -> (output, error, function_name, child_workflow_id, serialization)."""
+
 
 @dataclass(slots=True)
 class _Snapshot:
     workflow_id: str
-    rows: dict[int, tuple[Any, ...]] | None = None
-    """function id -> (output, error, function_name, child_workflow_id, serialization);
-    None until the execution's first check read it."""
+    rows: Recorded | None = None
+    """None until the execution's first check read it (or its claim did: ``seed``)."""
     last: int = -1
     """The highest recorded id: past it, DBOS's own check."""
+    unread: set[str] = field(default_factory=set)
+    """Topics with a message the claim saw, for the ``recv`` that resumes."""
 
 
 _current: ContextVar[_Snapshot | None] = ContextVar("dbos_agents_replay", default=None)
+_seeds: dict[str, tuple[Recorded, set[str]]] = {}
+_seeds_lock = threading.Lock()
+
+
+def seed(workflow_id: str, rows: Recorded, unread: set[str]) -> None:
+    """What the claim of a parked workflow read with it (``_dbos_parking.claim_parked``):
+    its recorded operations and the topics with a message for it. The execution about to
+    start takes them as its snapshot instead of reading. The claim made this worker the
+    owner, so nothing records an operation of the workflow after it but that execution."""
+    with _seeds_lock:
+        _seeds[workflow_id] = (rows, unread)
+
+
+def unseed(workflow_id: str) -> None:
+    """The execution of a seeded workflow did not start."""
+    with _seeds_lock:
+        _seeds.pop(workflow_id, None)
 
 
 def enter_workflow(workflow_id: str) -> None:
     """Called as a session workflow's execution begins (its checks may use a snapshot)."""
-    _current.set(_Snapshot(workflow_id))
+    with _seeds_lock:
+        seeded = _seeds.pop(workflow_id, None)
+    snap = _Snapshot(workflow_id)
+    if seeded is not None:
+        snap.rows, snap.unread = seeded
+        snap.last = max(snap.rows, default=-1)
+    _current.set(snap)
+
+
+def message_waiting(workflow_id: str, topic: str) -> bool:
+    """Whether this execution's claim saw a message on ``topic`` (asked once, by the
+    ``recv``'s check: a message is only consumed by the ``recv`` that checks for it)."""
+    snap = _current.get()
+    if snap is None or snap.workflow_id != workflow_id or topic not in snap.unread:
+        return False
+    snap.unread.discard(topic)
+    return True
 
 
 def install() -> None:
@@ -94,7 +136,7 @@ def _check(sys_db: Any, original: Any) -> Any:
     return check
 
 
-def _reader(sys_db: Any) -> Callable[[str], dict[int, tuple[Any, ...]]]:
+def _reader(sys_db: Any) -> Callable[[str], Recorded]:
     """The workflow's status and recorded operations, in one statement (DBOS's check
     reads the same two tables for one operation)."""
     from dbos._error import DBOSWorkflowCancelledError
@@ -116,7 +158,7 @@ def _reader(sys_db: Any) -> Callable[[str], dict[int, tuple[Any, ...]]]:
         .where(ws.c.workflow_uuid == sa.bindparam("wf", type_=sa.Text))
     )
 
-    def read(workflow_id: str) -> dict[int, tuple[Any, ...]]:
+    def read(workflow_id: str) -> Recorded:
         # One statement, so no transaction: one round trip instead of four.
         with sys_db.engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT")

@@ -33,7 +33,8 @@ The state is one mutable cell per workflow execution, set on entry by the workfl
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 LATEST = 4
 
@@ -43,6 +44,8 @@ class _Execution:
     version: int
     ran: bool = False
     resumed: bool = False
+    turns: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+    """(run, turn) -> the turn's recorded output, read ahead by a resumed run's begin."""
 
 
 _current: ContextVar[_Execution | None] = ContextVar("dbos_agents_execution", default=None)
@@ -73,6 +76,22 @@ def replay_likely() -> bool:
     inbox wait is new, so the caller checks)."""
     cell = _current.get()
     return cell is not None and cell.resumed and not cell.ran
+
+
+def read_ahead(run_seq: int, turns: dict[int, dict[str, Any]]) -> None:
+    """The turns of run ``run_seq`` an earlier execution recorded, read by this one's
+    begin: the model turn replays them without reading each (``recorded_turn``). Only the
+    owning execution records a turn, and this one owns the workflow, so the set is final
+    for every turn below the first one missing."""
+    cell = _current.get()
+    if cell is not None:
+        cell.turns.update({(run_seq, t): out for t, out in turns.items()})
+
+
+def recorded_turn(run_seq: int, turn: int) -> dict[str, Any] | None:
+    """A turn's output read ahead (``read_ahead``), once; None: read it as usual."""
+    cell = _current.get()
+    return None if cell is None else cell.turns.pop((run_seq, turn), None)
 
 
 def version() -> int:

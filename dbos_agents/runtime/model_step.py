@@ -115,6 +115,8 @@ async def model_turn(
         ctx = get_context()
         ledger = ctx.ledger
         notices: list[Message] = []
+        if (ahead := execution.recorded_turn(spec["run_seq"], turn)) is not None:
+            return ahead  # recorded, and read by this resumed run's begin
         if late_possible or not execution.later_steps_are_new():
             recorded, notices = await ledger.turn_state(spec, turn)
             if recorded is not None:

@@ -294,8 +294,9 @@ class Parker:
             return []
 
     def _resume(self, workflow_ids: list[str]) -> None:
-        """Resume these parked waits: one claim for all of them, which reads their status
-        back (a burst of submits arrives here in batches), then each re-executes."""
+        """Resume these parked waits: one claim for all of them, which reads back what
+        their re-execution needs first (a burst of submits arrives here in batches), then
+        each re-executes."""
         if drain.is_draining():
             return  # left PENDING: the next launch (or an adopter) recovers it
         with self._lock:
@@ -309,13 +310,13 @@ class Parker:
             p.token = token = p.token or str(uuid.uuid4())
             claims.append((wf, p.owner_xid, token))
         try:
-            statuses = compat.claim_parked(claims)
+            claimed = compat.claim_parked(claims)
         except Exception as exc:  # database away: park them again and retry
             self._retry(taken, exc)
             return
         for wf, p in taken:
-            status = statuses.get(wf)
-            if status is None:  # ended, cancelled or taken over meanwhile: nothing to resume
+            mine = claimed.get(wf)
+            if mine is None:  # ended, cancelled or taken over meanwhile: nothing to resume
                 log.info(
                     "parked session moved on", extra={"event": "park.dropped", "workflow_id": wf}
                 )
@@ -325,7 +326,7 @@ class Parker:
                 self._resuming.add(wf)
             try:
                 assert p.owner_xid is not None
-                compat.execute_claimed(status, p.owner_xid)
+                compat.execute_claimed(mine, p.owner_xid)
             except Exception as exc:
                 with self._lock:
                     self._resuming.discard(wf)

@@ -7,8 +7,9 @@ replay record is that user message: when this run's user message already exists,
 earlier execution began the run, so the transaction is rolled back (nothing taken twice)
 and the transcript up to that message is returned, exactly what the first execution read.
 An execution that resumes a parked wait (``execution.replay_likely``) reads that first,
-without the transaction: one round trip, nothing locked; the transaction follows only if
-the run had not begun after all.
+without the transaction, and with it the turns the run recorded (``execution.read_ahead``):
+one round trip, nothing locked; the transaction follows only if the run had not begun
+after all.
 
 **End** is fenced on ``run_seq`` and idempotent (results of calls already answered are
 skipped; the outcome is set only while the run is busy; waits are closed only while the
@@ -45,10 +46,13 @@ async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
             batch = pg.Batch(conn)
             state_cur = await batch.send(transcript.run_state_stmt(spec))
             read = await batch.send(transcript.read_begun_stmt(spec))
+            turns = await batch.send(transcript.recorded_turns_stmt(spec))
             (state,) = await state_cur.fetchall()
             rows = await read.fetchall()
+            recorded = {r.turn: dict(r.response) for r in await turns.fetchall()}
         if state.user_seq is None:
             return None
+        execution.read_ahead(spec["run_seq"], recorded)  # its turns replay without a read
         return _replay_result(state, rows)
 
     async def write() -> BeginResult:

@@ -144,6 +144,16 @@ def turn_state_stmt(spec: RunSpec, turn: int) -> Stmt:
     )
 
 
+def recorded_turns_stmt(spec: RunSpec) -> Stmt:
+    """Every turn of the run an execution recorded so far: (turn, output), what
+    ``turn_state_stmt`` reads for one turn."""
+    return (
+        f"SELECT turn, response FROM {S}.usage WHERE session_id = :s AND run_seq = :run"
+        " AND response IS NOT NULL",
+        {"s": spec["session_id"], "run": spec["run_seq"]},
+    )
+
+
 def turn_state(row: Any) -> tuple[dict[str, Any] | None, list[Any]]:
     late = [SimpleNamespace(**x) for x in row.late]
     return (None if row.recorded is None else dict(row.recorded)), late

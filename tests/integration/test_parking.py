@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 
 import pytest
 import sqlalchemy as sa
@@ -14,6 +15,7 @@ from dbos._sys_db import LoopAwareEvent
 from dbos_agents import AgentClient, AgentRuntime, PendingCall
 from dbos_agents.outcome import RunSpec
 from dbos_agents.runtime import _dbos_compat as compat
+from dbos_agents.runtime import _dbos_replay
 from dbos_agents.runtime.context import get_context
 from dbos_agents.runtime.runtime import SessionHandle
 
@@ -220,9 +222,10 @@ async def test_a_resume_claim_is_a_compare_and_swap_that_a_retry_repeats(
         await asyncio.to_thread(
             client.submit_tool_result, sid, call.tool_call_id, result={"ok": True, "note": "h"}
         )
-    # The claim reads back DBOS's status of each workflow it took, as DBOS reads it (a
-    # retry of the claim, so both are the row as claimed).
-    statuses = await asyncio.to_thread(
+    # The claim reads back what the resume needs first (a retry of the claim, so each is
+    # the row as claimed): DBOS's status of each workflow it took, as DBOS reads it; the
+    # recorded operations, as the replay snapshot reads them; the topics with a message.
+    claimed = await asyncio.to_thread(
         parking_compat.claim_parked,
         [(h.workflow_id, old, "token-1"), (h2.workflow_id, old2, "token-5")],
     )
@@ -230,9 +233,13 @@ async def test_a_resume_claim_is_a_compare_and_swap_that_a_retry_repeats(
     dbos_read = await asyncio.to_thread(
         sys_db.get_workflow_statuses, [h.workflow_id, h2.workflow_id]
     )
-    assert [statuses[s["workflow_uuid"]] for s in dbos_read] == dbos_read
+    assert [claimed[s["workflow_uuid"]].status for s in dbos_read] == dbos_read
+    for wf, call in ((h.workflow_id, p), (h2.workflow_id, p2)):
+        snapshot = await asyncio.to_thread(_dbos_replay._reader(sys_db), wf)
+        assert claimed[wf].recorded == snapshot and len(snapshot) >= 1
+        assert claimed[wf].unread == {call.tool_call_id}
     for wf, token in ((h.workflow_id, "token-1"), (h2.workflow_id, "token-5")):
-        await asyncio.to_thread(parking_compat.execute_claimed, statuses[wf], token)
+        await asyncio.to_thread(parking_compat.execute_claimed, claimed[wf], token)
     for handle in (h, h2):
         res = await asyncio.wait_for(handle.result(), 20)
         assert res.output == 'asker got: {"note":"h","ok":true}'
@@ -242,11 +249,13 @@ async def test_a_resume_claim_is_a_compare_and_swap_that_a_retry_repeats(
     assert await asyncio.to_thread(claim, (h.workflow_id, "token-1", "token-3")) == set()
 
 
-async def test_a_resume_reads_its_recorded_operations_once(
+async def test_a_resume_reads_its_recorded_operations_with_its_claim(
     runtime: AgentRuntime, client: AgentClient
 ) -> None:
-    """The replay of a resumed wait answers DBOS's per-operation checks from one read of
-    the workflow's records (``_dbos_replay``), instead of a transaction per operation."""
+    """The replay of a resumed wait answers DBOS's per-operation checks from the records
+    its claim read (``_dbos_replay.seed``), instead of a transaction per operation, and
+    its ``recv`` knows from the claim that its message is there: neither the snapshot read
+    nor the message check runs."""
     h, p = await _parked_wait(runtime, client, "asker", "ship it?")
     sys_db = compat._system_database()
     oo = sys_db.tables.operation_outputs
@@ -255,8 +264,14 @@ async def test_a_resume_reads_its_recorded_operations_once(
             sa.select(sa.func.max(oo.c.function_id)).where(oo.c.workflow_uuid == h.workflow_id)
         ).scalar_one()
     checked: list[int] = []
+    reads: list[str] = []
 
     def seen(_c: object, _cur: object, statement: str, params: object, *_: object) -> None:
+        if isinstance(params, dict) and params.get("wf") == h.workflow_id:
+            if "LEFT OUTER JOIN" in statement and "operation_outputs" in statement:
+                reads.append("snapshot")
+            elif statement.startswith("SELECT 1 FROM") and "notifications" in statement:
+                reads.append("message check")
         if (
             isinstance(params, dict)
             and params.get("workflow_uuid_1") == h.workflow_id
@@ -272,17 +287,21 @@ async def test_a_resume_reads_its_recorded_operations_once(
         )
         assert out.status == "accepted"
         assert (await asyncio.wait_for(h.result(), 20)).status == "completed"
-        replayed = list(checked)
-        # A control: DBOS's own check (outside any workflow, so no snapshot) is seen by the
-        # filter. Without it the test would pass vacuously if the statement changed.
+        replayed, resumed_reads = list(checked), list(reads)
+        # Controls: DBOS's own check (outside any workflow, so no snapshot), the snapshot
+        # read and the message check are seen by the filter. Without them the test would
+        # pass vacuously if a statement changed.
         await asyncio.to_thread(
             sys_db.check_operation_execution, h.workflow_id, recorded, "DBOS.sleep"
         )
+        await asyncio.to_thread(_dbos_replay._reader(sys_db), h.workflow_id)
+        await asyncio.to_thread(sys_db.recv_check, h.workflow_id, "t", threading.Event())
     finally:
         sa.event.remove(sys_db.engine, "before_cursor_execute", seen)
     assert recorded >= 2  # the turn's waits, the recv's sleep (v3: also the remaining step)
     assert [f for f in replayed if f <= recorded] == []
     assert checked[len(replayed) :] == [recorded], checked
+    assert resumed_reads == [] and reads == ["snapshot", "message check"], reads
 
 
 async def test_a_resumed_runs_begin_is_read_without_a_lock(
@@ -312,7 +331,12 @@ async def test_a_resumed_runs_begin_is_read_without_a_lock(
         return dict(await asyncio.wait_for(run_bounds.begin(engine, run), 5))
 
     read = await begin(resumed=True)
+    # With it, the run's recorded turn, for the model turn to replay without a read; once.
+    first_turn = execution.recorded_turn(1, 1)
+    assert first_turn is not None and first_turn["response"]["tool_calls"]
+    assert execution.recorded_turn(1, 1) is None
     assert read == await begin(resumed=False)  # the write path's replay: the same view
+    assert execution.recorded_turn(1, 1) is None  # (which reads no turn ahead)
     assert read["began"] is True
     assert read["messages"][-1] == {  # type: ignore[index]
         "role": "user",
