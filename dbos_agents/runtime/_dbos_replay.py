@@ -75,8 +75,9 @@ def unseed(workflow_id: str) -> None:
         _seeds.pop(workflow_id, None)
 
 
-def enter_workflow(workflow_id: str) -> None:
-    """Called as a session workflow's execution begins (its checks may use a snapshot)."""
+def enter_workflow(workflow_id: str) -> bool:
+    """Called as a session workflow's execution begins (its checks may use a snapshot).
+    Returns whether a claim seeded it: the execution resumes a parked wait."""
     with _seeds_lock:
         seeded = _seeds.pop(workflow_id, None)
     snap = _Snapshot(workflow_id)
@@ -84,6 +85,7 @@ def enter_workflow(workflow_id: str) -> None:
         snap.rows, snap.unread = seeded
         snap.last = max(snap.rows, default=-1)
     _current.set(snap)
+    return seeded is not None
 
 
 def message_waiting(workflow_id: str, topic: str) -> bool:

@@ -123,7 +123,6 @@ class Parker:
         self._seq = 0
         self._inbox: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._check: list[str] = []
-        self._resuming: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dbos-agents-parker", daemon=True)
 
@@ -139,15 +138,6 @@ class Parker:
 
     def start(self) -> None:
         self._thread.start()
-
-    def take_resumed(self, workflow_id: str) -> bool:
-        """Called as a workflow's execution begins: whether it resumes a wait parked here
-        (its run then most likely replays up to that wait: ``execution.replay_likely``)."""
-        with self._lock:
-            if workflow_id not in self._resuming:
-                return False
-            self._resuming.discard(workflow_id)
-            return True
 
     def stop(self) -> None:
         """Stop resuming; the parked workflows stay PENDING for the next launch's recovery."""
@@ -322,14 +312,10 @@ class Parker:
                 )
                 continue
             p.owner_xid, p.token = p.token, None
-            with self._lock:
-                self._resuming.add(wf)
             try:
                 assert p.owner_xid is not None
                 compat.execute_claimed(mine, p.owner_xid)
             except Exception as exc:
-                with self._lock:
-                    self._resuming.discard(wf)
                 self._retry([(wf, p)], exc)
                 continue
             self.resumed_total += 1

@@ -193,12 +193,10 @@ async def _publish(spec: RunSpec, published: dict[str, Any]) -> None:
 
 async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
     wf = DBOS.workflow_id
-    execution.begin_execution(
-        version=version, resumed=wf is not None and get_context().parker.take_resumed(wf)
-    )
+    # A claim's seed marks an execution that resumes a parked wait (``_dbos_replay``).
+    resumed = wf is not None and _dbos_replay.enter_workflow(wf)
+    execution.begin_execution(version=version, resumed=resumed)
     parking.enter_workflow()
-    if wf is not None:
-        _dbos_replay.enter_workflow(wf)
     try:
         agent = get_context().agent(spec["agent"])
     except UnknownAgentError as exc:  # a client started an agent no worker knows
