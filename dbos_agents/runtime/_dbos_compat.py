@@ -5,8 +5,8 @@ DBOS 3.4 has no public API for a few things operations need. Each function here 
 private DBOS object it relies on; ``tests/unit/test_dbos_compat.py`` fails loudly when a
 DBOS upgrade moves or renames one, so an upgrade is a one-file review.
 
-- ``workflow_status_in_transaction``: a submit reads whether the run it would wake has
-  ended, in its own transaction (same table).
+- ``system_schema``: a submit reads whether the run it would wake has ended with its lock
+  on the wait (``store/pending.lock_for_submit``: DBOS's ``workflow_status``, by name).
 - ``cancel_workflows_in_transaction``: DBOS cancels a workflow in its own transaction
   (``SystemDatabase.cancel_workflows``); an interrupt must cancel in *ours*, so the session
   row, the pending rows and the cancellation commit together or not at all. Uses
@@ -130,17 +130,6 @@ def system_schema(client: DBOSClient) -> str:
     """The schema of DBOS's system tables (``SystemDatabase.schema``), for our own SQL
     that joins them."""
     return str(client._sys_db.schema)
-
-
-def workflow_status_in_transaction(
-    conn: sa.Connection, client: DBOSClient, workflow_id: str
-) -> str | None:
-    """A workflow's DBOS status read in the caller's transaction (``None``: no such
-    workflow), so a submit can tell that the run it would wake has already ended."""
-    ws = workflow_status_table(client)
-    bind_system_schema(conn, client)
-    row = conn.execute(sa.select(ws.c.status).where(ws.c.workflow_uuid == workflow_id)).first()
-    return None if row is None else str(row[0])
 
 
 # ---------------------------------------------------------------------------------------

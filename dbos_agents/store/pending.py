@@ -156,15 +156,38 @@ async def take_late_answers(db: Db, owner_session_id: str) -> list[sa.Row[Any]]:
 # --- the submit path and interrupts (caller-owned sync transactions) -------------------------
 
 
-def lock_for_submit(conn: sa.Connection, root_session_id: str, tool_call_id: str) -> Any:
-    """The row a submit decides on, locked; ``None`` when there is no such wait."""
+def row_for_submit(
+    conn: sa.Connection,
+    root_session_id: str,
+    tool_call_id: str,
+    system_schema: str = "dbos",
+    *,
+    lock: bool = True,
+) -> Any:
+    """The row a submit decides on (locked unless ``lock`` is false), with its run's DBOS
+    status (``run_status``, ``None``: no such workflow) read by the same statement;
+    ``None`` when there is no such wait."""
+    ws = '"' + system_schema.replace('"', '""') + '".workflow_status'
     return conn.execute(
         sa.text(
-            f"SELECT kind, status, owner_workflow_id, output_schema FROM {S}.pending_calls"
-            " WHERE root_session_id = :s AND tool_call_id = :id FOR UPDATE"
+            "SELECT p.kind, p.status, p.owner_workflow_id, p.output_schema,"
+            f" (SELECT w.status FROM {ws} AS w WHERE w.workflow_uuid = p.owner_workflow_id)"
+            f" AS run_status FROM {S}.pending_calls AS p"
+            " WHERE p.root_session_id = :s AND p.tool_call_id = :id"
+            + (" FOR UPDATE OF p" if lock else "")
         ),
         {"s": root_session_id, "id": tool_call_id},
     ).first()
+
+
+def mark_if_waiting_sql() -> str:
+    """An update for a CTE: the wait marked submitted only if it is still waiting, its
+    owner's workflow id returned (parameters ``s``, ``id``, ``p``: the submission)."""
+    return (
+        f"UPDATE {S}.pending_calls SET status = 'submitted', submission = CAST(:p AS jsonb),"
+        " submitted_at = now() WHERE root_session_id = :s AND tool_call_id = :id"
+        " AND status = 'waiting' RETURNING owner_workflow_id"
+    )
 
 
 def mark_submitted(

@@ -1,11 +1,18 @@
-"""The submit path (DESIGN §4) and interrupts: one Postgres transaction each.
+"""The submit path (DESIGN §4) and interrupts.
 
-A submit locks the pending row, decides the outcome, validates the delivery against the
-stored output schema, marks the row submitted and sends the delivery to the owning workflow
-with ``DBOSClient.send_in_transaction`` (topic and idempotency key = tool call id). Row
-update and message commit together, so a submit is delivered once or not at all, and 50
-concurrent identical submits yield one ``accepted``. A wait whose run already ended is
-closed and answered ``unknown_tool_call`` / ``run_ended``: nobody would read the answer.
+A submit reads the pending row with its run's DBOS status, decides the outcome, validates
+the delivery against the stored output schema, marks the row submitted and sends the
+delivery to the owning workflow (topic and idempotency key = tool call id). Row update and
+message commit together, so a submit is delivered once or not at all, and 50 concurrent
+identical submits yield one ``accepted``. A wait whose run already ended is closed and
+answered ``unknown_tool_call`` / ``run_ended``: nobody would read the answer.
+
+The common case (the wait is waiting, its run alive) is two statements in autocommit: the
+read, then one statement that marks the row only if it is still waiting and inserts DBOS's
+message from the marked row (``runtime/_dbos_send``). Every other case, and a row that
+changed between the two, is decided in one transaction holding the row's lock, the message
+sent with ``DBOSClient.send_in_transaction``. A submit's round trips are waited on by both
+the submitter and the run it resumes (five in the transaction, two here).
 
 An interrupt marks the tree's busy sessions, cancels their waits (waking them: a DBOS
 cancel does not wake a blocked ``recv``) and cancels their workflows, all in one
@@ -14,6 +21,7 @@ transaction: it either happens entirely or raises and changes nothing.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -45,11 +53,11 @@ from ..records import (
     SubmitStatus,
     UnknownReason,
 )
+from ..runtime import _dbos_send
 from ..runtime._dbos_compat import (
     ENDED,
     cancel_workflows_in_transaction,
     system_schema,
-    workflow_status_in_transaction,
 )
 from . import pending as pending_rows
 from . import sessions
@@ -70,6 +78,9 @@ def _schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, object]
     ]
 
 
+Decision = tuple[SubmitStatus, UnknownReason | None]
+
+
 def submit(
     engine: sa.Engine,
     client: DBOSClient,
@@ -79,12 +90,6 @@ def submit(
     delivery: Delivery,
 ) -> SubmitOutcome:
     """Deliver ``delivery`` to the workflow waiting on ``tool_call_id`` (see module doc)."""
-
-    def outcome(status: SubmitStatus, reason: UnknownReason | None = None) -> SubmitOutcome:
-        return SubmitOutcome(
-            status=status, session_id=session_id, tool_call_id=tool_call_id, reason=reason
-        )
-
     if isinstance(delivery, InterruptDelivery):
         raise InvalidRequestError("an interrupt is not a submission: use interrupt()")
     storable.check_id(session_id, "session_id")
@@ -92,61 +97,124 @@ def submit(
     for field, value in delivery:
         storable.check_value(value, field)
     payload = encode(delivery)
+    decided = _accept_at_once(engine, client, session_id, tool_call_id, delivery, payload)
+    if decided is None:
+        decided = _decide_locked(engine, client, session_id, tool_call_id, delivery, payload)
+    status, reason = decided
+    if status == "accepted":
+        log.info(
+            "client_tool.submitted",
+            extra={
+                "event": "client_tool.submitted",
+                "session_id": session_id,
+                "tool_call_id": tool_call_id,
+                "kind": delivery.kind,
+            },
+        )
+    return SubmitOutcome(
+        status=status, session_id=session_id, tool_call_id=tool_call_id, reason=reason
+    )
+
+
+def _accept_at_once(
+    engine: sa.Engine,
+    client: DBOSClient,
+    session_id: str,
+    tool_call_id: str,
+    delivery: Delivery,
+    payload: dict[str, Any],
+) -> Decision | None:
+    """The common case, a wait that is waiting and a run that is alive, in two statements
+    and no transaction of ours: a read, then one statement that marks the wait submitted
+    only if it is still waiting and sends the message with it (``_dbos_send``). ``None``:
+    anything else, or the row changed in between: the locked transaction decides."""
+    if not _dbos_send.one_statement_possible(client):
+        return None
+    with engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT")
+        row = pending_rows.row_for_submit(
+            conn, session_id, tool_call_id, system_schema(client), lock=False
+        )
+        if row is None or row.status != "waiting":
+            return None
+        if row.run_status is None or row.run_status in ENDED:
+            return None
+        _check_delivery(row, tool_call_id, delivery)
+        stmt = (
+            f"WITH marked AS ({pending_rows.mark_if_waiting_sql()}),"
+            f" sent AS ({_dbos_send.insert_from(client, 'marked', 'owner_workflow_id')})"
+            " SELECT count(*) FROM marked"
+        )
+        params = {
+            "s": session_id,
+            "id": tool_call_id,
+            "p": json.dumps(payload),
+            **_dbos_send.message_params(client, payload, tool_call_id, tool_call_id),
+        }
+        marked = conn.execute(sa.text(stmt), params).scalar_one()
+    return ("accepted", None) if marked else None
+
+
+def _check_delivery(row: Any, tool_call_id: str, delivery: Delivery) -> None:
+    """What the wait accepts: its kind, and a result valid against its output schema."""
+    wanted: WaitKind | None = answers(delivery)
+    if wanted is not None and row.kind != wanted:
+        raise InvalidRequestError(
+            f"tool call {tool_call_id!r} waits for {_WANTED[row.kind]}, not {_WANTED[wanted]}"
+        )
+    if isinstance(delivery, ResultDelivery) and row.output_schema is not None:
+        errors = _schema_errors(row.output_schema, delivery.result)
+        if errors:
+            log.warning(
+                "client_tool.validation_failed",
+                extra={"event": "client_tool.validation_failed", "tool_call_id": tool_call_id},
+            )
+            raise InvalidResultError(
+                f"result for {tool_call_id!r} does not match the tool's output schema", errors
+            )
+
+
+def _decide_locked(
+    engine: sa.Engine,
+    client: DBOSClient,
+    session_id: str,
+    tool_call_id: str,
+    delivery: Delivery,
+    payload: dict[str, Any],
+) -> Decision:
+    """Every other case, in one transaction holding the wait's row lock."""
     with engine.begin() as conn:
-        row = pending_rows.lock_for_submit(conn, session_id, tool_call_id)
+        row = pending_rows.row_for_submit(conn, session_id, tool_call_id, system_schema(client))
         if row is None:
             root = sessions.root_of(conn, session_id)
             if root is not None and root != session_id:
                 raise NotRootSessionError(session_id, root)
             reason: UnknownReason = "no_session" if root is None else "no_pending_call"
             _log_unknown(session_id, tool_call_id, reason)
-            return outcome("unknown_tool_call", reason)
+            return "unknown_tool_call", reason
         if row.status in ("submitted", "resolved"):
-            return outcome("already_completed")
+            return "already_completed", None
         if row.status == "cancelled":
-            return outcome("unknown_tool_call", "interrupted")
+            return "unknown_tool_call", "interrupted"
         if row.status == "closed":
-            return outcome("unknown_tool_call", "run_ended")
-        wanted: WaitKind | None = answers(delivery)
-        if wanted is not None and row.kind != wanted:
-            raise InvalidRequestError(
-                f"tool call {tool_call_id!r} waits for {_WANTED[row.kind]}, not {_WANTED[wanted]}"
-            )
-        if isinstance(delivery, ResultDelivery) and row.output_schema is not None:
-            errors = _schema_errors(row.output_schema, delivery.result)
-            if errors:
-                log.warning(
-                    "client_tool.validation_failed",
-                    extra={"event": "client_tool.validation_failed", "tool_call_id": tool_call_id},
-                )
-                raise InvalidResultError(
-                    f"result for {tool_call_id!r} does not match the tool's output schema", errors
-                )
+            return "unknown_tool_call", "run_ended"
+        _check_delivery(row, tool_call_id, delivery)
         if row.status == "timed_out":
             pending_rows.store_late_answer(conn, session_id, tool_call_id, payload)
             log.warning(
                 "client_tool.late_answer",
                 extra={"event": "client_tool.late_answer", "tool_call_id": tool_call_id},
             )
-            return outcome("late_answer_after_timeout")
-        if workflow_status_in_transaction(conn, client, row.owner_workflow_id) in ENDED:
+            return "late_answer_after_timeout", None
+        if row.run_status in ENDED:
             pending_rows.close_one(conn, session_id, tool_call_id, "run_ended")
             _log_unknown(session_id, tool_call_id, "run_ended")
-            return outcome("unknown_tool_call", "run_ended")
+            return "unknown_tool_call", "run_ended"
         pending_rows.mark_submitted(conn, session_id, tool_call_id, payload)
         client.send_in_transaction(
             conn, row.owner_workflow_id, payload, topic=tool_call_id, idempotency_key=tool_call_id
         )
-    log.info(
-        "client_tool.submitted",
-        extra={
-            "event": "client_tool.submitted",
-            "session_id": session_id,
-            "tool_call_id": tool_call_id,
-            "kind": delivery.kind,
-        },
-    )
-    return outcome("accepted")
+    return "accepted", None
 
 
 def _log_unknown(session_id: str, tool_call_id: str, reason: str) -> None:

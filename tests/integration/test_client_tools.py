@@ -8,6 +8,8 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import sqlalchemy as sa
+from dbos._serialization import deserialize_value
 
 from dbos_agents import (
     AgentClient,
@@ -67,6 +69,54 @@ async def test_client_tool_round_trip(runtime: AgentRuntime, client: AgentClient
         client.pending, session_id=h.session_id, include_resolved=True
     )
     assert tomb.status == "resolved" and tomb.resolved_at is not None
+
+
+async def test_an_accepted_submit_is_two_statements(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    """A read (the wait and its run's DBOS status), then one statement that marks the wait
+    and sends the message, without a transaction around them: each round trip of a submit
+    is one the submitter and the resumed run wait on."""
+    h = await runtime.start("asker", "ship it?")
+    (p,) = await _pending(client, h.session_id)
+    seen: list[str] = []
+
+    def statement(conn: object, cursor: object, sql: str, *rest: object) -> None:
+        seen.append(" ".join(sql.split()))
+
+    sa.event.listen(client.engine, "before_cursor_execute", statement)
+    try:
+        out = await asyncio.to_thread(
+            client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
+        )
+    finally:
+        sa.event.remove(client.engine, "before_cursor_execute", statement)
+    assert out.status == "accepted"
+    assert [s.split()[0] for s in seen] == ["SELECT", "WITH"], seen
+    assert (await h.result()).status == "completed"
+    (row,) = await asyncio.to_thread(client.pending, session_id=h.session_id, include_resolved=True)
+    assert row.status == "resolved"
+    # The message is the row DBOS's own send writes (sent here again under another key).
+    client.dbos.send(h.workflow_id, row.submission, topic="compare", idempotency_key="k")
+
+    def message(topic: str) -> tuple[object, ...]:
+        with client.engine.connect() as conn:
+            return tuple(
+                conn.execute(
+                    sa.text(
+                        "SELECT message_uuid, message, serialization FROM dbos.notifications"
+                        " WHERE destination_uuid = :wf AND topic = :t"
+                    ),
+                    {"wf": h.workflow_id, "t": topic},
+                ).one()
+            )
+
+    ours, dbos_own = message(p.tool_call_id), message("compare")
+    assert ours[0] == f"{p.tool_call_id}::{h.workflow_id}" and dbos_own[0] == f"k::{h.workflow_id}"
+    assert ours[2] == dbos_own[2]
+    serializer = client.dbos._sys_db.serializer
+    assert deserialize_value(ours[1], ours[2], serializer) == row.submission
+    assert deserialize_value(dbos_own[1], dbos_own[2], serializer) == row.submission
 
 
 async def test_invalid_result_is_refused_and_changes_nothing(

@@ -350,3 +350,32 @@ def test_what_the_one_statement_consume_relies_on() -> None:
         "consumed",
         "consumed_by_function_id",
     } == _columns("notifications")
+
+
+def test_what_the_one_statement_send_relies_on() -> None:
+    """``_dbos_send``: the row DBOS's ``send_in_transaction`` writes (its message id from
+    the idempotency key, the insert that keeps the first, the serializer call) and the
+    shard-key switch (the row itself is compared with DBOS's in test_client_tools)."""
+    from dbos._client import DBOSClient as Client
+    from dbos._serialization import serialize_value
+
+    sends = inspect.getsource(Client.send_in_transaction)
+    assert "send_bulk_with_connection(" in sends
+    txn = inspect.getsource(SystemDatabase._send_bulk_txn)
+    for part in (
+        'f"{m.idempotency_key}::{dest}"',
+        "on_conflict_do_nothing(",
+        "serialize_value(m.message, serialization_type, self.serializer)",
+        '"destination_uuid": dest',
+        "self._wf_values(dest, shard_key=m.shard_key)",
+    ):
+        assert part in txn, part
+    assert {"destination_uuid", "topic", "message", "message_uuid", "serialization"} <= _columns(
+        "notifications"
+    )
+    assert list(inspect.signature(serialize_value).parameters) == [
+        "value",
+        "serialization_type",
+        "serializer",
+    ]
+    assert "_key_column" in dir(SystemDatabase)
