@@ -224,6 +224,12 @@ def main() -> None:
         asyncio.run(worker(args.database_url, park, args.out))
         return
     url = create_fresh_database("postgresql://postgres@127.0.0.1:5432/postgres", DB)
+    if os.environ.get("PGLOG"):  # the server logs every statement's duration (diagnosis)
+        admin = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"ALTER DATABASE {DB} SET log_min_duration_statement = 0"))
+            conn.commit()
+        admin.dispose()
     cmd = [sys.executable, __file__, "--worker", "--mode", args.mode, "--database-url", url]
     cmd += ["--park-after", str(args.park_after), "--out", args.out]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)

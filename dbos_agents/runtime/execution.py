@@ -46,6 +46,8 @@ class _Execution:
     resumed: bool = False
     turns: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
     """(run, turn) -> the turn's recorded output, read ahead by a resumed run's begin."""
+    recorded_upto: dict[int, int] = field(default_factory=dict)
+    """run -> its last turn recorded when this execution's begin read them (-1: none)."""
 
 
 _current: ContextVar[_Execution | None] = ContextVar("dbos_agents_execution", default=None)
@@ -86,6 +88,16 @@ def read_ahead(run_seq: int, turns: dict[int, dict[str, Any]]) -> None:
     cell = _current.get()
     if cell is not None:
         cell.turns.update({(run_seq, t): out for t, out in turns.items()})
+        cell.recorded_upto[run_seq] = max(turns, default=-1)
+
+
+def turn_is_new(run_seq: int, turn: int) -> bool:
+    """True when this execution's begin read the run's recorded turns (``read_ahead``) and
+    ``turn`` comes after them: nobody recorded it, since only the owning execution records
+    a turn and this one owned the workflow before its begin read. A resumed run's first
+    new turn then needs no "was it recorded?" read, as in an execution whose step ran."""
+    cell = _current.get()
+    return cell is not None and turn > cell.recorded_upto.get(run_seq, turn)
 
 
 def recorded_turn(run_seq: int, turn: int) -> dict[str, Any] | None:

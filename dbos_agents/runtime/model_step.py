@@ -108,16 +108,18 @@ async def model_turn(
     raises ``RunInterrupted`` when the run was fenced off before its turn was recorded.
 
     The first read is skipped when it can find nothing: no earlier execution can have
-    recorded this turn (``execution``) and no wait of this run timed out, so no late answer
-    can be waiting (``late_possible``; a late answer to an earlier run's call is noticed
-    by the next run's ``begin_run``)."""
+    recorded this turn (``execution``: a step of this execution ran, or its begin read the
+    run's recorded turns and this one is past them) and no wait of this run timed out, so
+    no late answer can be waiting (``late_possible``; a late answer to an earlier run's
+    call is noticed by the next run's ``begin_run``)."""
     async with drain.step():
         ctx = get_context()
         ledger = ctx.ledger
         notices: list[Message] = []
         if (ahead := execution.recorded_turn(spec["run_seq"], turn)) is not None:
             return ahead  # recorded, and read by this resumed run's begin
-        if late_possible or not execution.later_steps_are_new():
+        new = execution.later_steps_are_new() or execution.turn_is_new(spec["run_seq"], turn)
+        if late_possible or not new:
             recorded, notices = await ledger.turn_state(spec, turn)
             if recorded is not None:
                 return recorded

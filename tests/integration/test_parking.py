@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import threading
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -304,6 +305,45 @@ async def test_a_resume_reads_its_recorded_operations_with_its_claim(
     assert resumed_reads == [] and reads == ["snapshot", "message check"], reads
 
 
+async def test_a_resumed_runs_new_turn_reads_nothing_first(
+    runtime: AgentRuntime, client: AgentClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a parked resume, the run's next turn is new (its begin read the recorded
+    turns): the model turn asks nobody whether it was recorded (``Ledger.turn_state``),
+    as in an execution whose earlier step ran (it read one before: a round trip of ~1.6 ms
+    in a wall-clock trace)."""
+    from dbos_agents.runtime.ledger import Ledger
+
+    asked: list[int] = []
+    turn_state = Ledger.turn_state
+
+    async def counted(self: Ledger, spec: RunSpec, turn: int) -> Any:
+        asked.append(turn)
+        return await turn_state(self, spec, turn)
+
+    monkeypatch.setattr(Ledger, "turn_state", counted)
+    h, p = await _parked_wait(runtime, client, "asker", "new turn")
+    out = await asyncio.to_thread(
+        client.submit_tool_result, h.session_id, p.tool_call_id, result={"ok": True}
+    )
+    assert out.status == "accepted"
+    assert (await asyncio.wait_for(h.result(), 20)).status == "completed"
+    assert asked == []
+    # Control: the runtime's ledger is the one counted (else the test passes vacuously).
+    spec = RunSpec(
+        session_id=h.session_id,
+        root_session_id=h.session_id,
+        parent_session_id=None,
+        agent="asker",
+        run_seq=1,
+        message="new turn",
+        user_id=None,
+        tenant_id=None,
+    )
+    await get_context().ledger.turn_state(spec, 2)
+    assert asked == [2]
+
+
 async def test_a_resumed_runs_begin_is_read_without_a_lock(
     runtime: AgentRuntime, client: AgentClient
 ) -> None:
@@ -332,11 +372,14 @@ async def test_a_resumed_runs_begin_is_read_without_a_lock(
 
     read = await begin(resumed=True)
     # With it, the run's recorded turn, for the model turn to replay without a read; once.
+    # The next turn is known to be new: nothing to read for it either.
+    assert (execution.turn_is_new(1, 1), execution.turn_is_new(1, 2)) == (False, True)
     first_turn = execution.recorded_turn(1, 1)
     assert first_turn is not None and first_turn["response"]["tool_calls"]
     assert execution.recorded_turn(1, 1) is None
     assert read == await begin(resumed=False)  # the write path's replay: the same view
     assert execution.recorded_turn(1, 1) is None  # (which reads no turn ahead)
+    assert not execution.turn_is_new(1, 2)  # nor knows which turns are new
     assert read["began"] is True
     assert read["messages"][-1] == {  # type: ignore[index]
         "role": "user",
