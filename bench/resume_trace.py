@@ -1,15 +1,29 @@
 """Wall-clock trace of single resumes: where the time between a submit and the run's end goes.
 
 A worker process (one AgentRuntime) holds the sessions; this process submits, one resume at
-a time, and records ``t0`` just before each submit. In the worker, hooks record the time at
-which named runtime functions return and every SQL statement starts; each event is filed
-under the latest ``t0`` before it. Printed: the p50 (and p90) of each phase's time since
-``t0``, and the p50 number of SQL statements before each phase.
+a time, and records ``t0`` just before each submit, then sleeps 150 ms before it reads when
+the run finished (no polls compete with the resume for the two cores). In the worker, hooks
+record when named runtime functions return (and, for a few, start: ``name>``) and when
+every statement of a SQLAlchemy engine starts and ends; the client's statements are
+recorded too. Each event is filed under the latest ``t0`` before it; the k-th occurrence of
+a name after ``t0`` is ``name#k``. Printed: p50 and p90 of each phase's time since ``t0``,
+and the p50 number of SQLAlchemy statements before it (the datasource's statements go to
+the driver directly: see the ``pg.*`` hooks).
 
-    python bench/resume_trace.py [--mode parked|fresh] [--samples 200] [--park-after 1]
+    python bench/resume_trace.py [--mode parked|fresh] [--samples 200] [--skip 100]
+        [--park-after 1] [--parked 0] [--sql] [--py-spy FILE]
 
 ``parked``: ``--samples`` sessions wait, park after ``--park-after`` s, then each is resumed
 by a submit. ``fresh``: each session is answered 0.2 s after its wait is armed (in memory).
+``--parked N`` first starts N sessions that stay waiting (and parked), for scale.
+The first ``--skip`` resumes are left out: psycopg prepares a statement at its sixth run
+on a connection, and DBOS's pool hands its 20 connections out in turn. ``--sql`` prints
+the timeline of one resume. ``PGLOG=1`` sets ``log_min_duration_statement = 0`` on the
+bench database (the server's log then has each statement's parse, bind and execute time).
+``ROOT=<checkout>`` imports dbos_agents from another checkout (an A/B: run the two
+interleaved, the machine's speed drifts by as much as a phase).
+
+Not kept stable: the hooks name private functions; a missing one is reported and skipped.
 """
 
 from __future__ import annotations
@@ -127,6 +141,29 @@ def install_hooks() -> list[str]:
     return missing
 
 
+def install_script_hook() -> None:
+    """``pg.script`` with its parts timed: the client-side binding, then the round trip."""
+    import psycopg
+
+    from dbos_agents.store import pg
+
+    async def script(engine: Any, stmts: Any) -> None:
+        record("pg.script>")
+        async with pg.driver(engine, autocommit=True) as conn:
+            record("pg.script checked out")
+            cur = psycopg.AsyncClientCursor(conn)
+            try:
+                text = ";\n".join(cur.mogrify(pg.psycopg_sql(sql), ps) for sql, ps in stmts)
+                record("pg.script bound")
+                await cur.execute(text)
+                record("pg.script executed")
+            finally:
+                await cur.close()
+        record("pg.script")
+
+    pg.script = script  # type: ignore[assignment]
+
+
 def install_sql_hook() -> None:
     def before(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
         record("sql:" + " ".join(statement.split())[:150])
@@ -153,6 +190,8 @@ async def worker(url: str, park_after: float | None, out: str) -> None:
         sys.setswitchinterval(float(os.environ["SWITCH"]))
     missing = install_hooks()
     install_sql_hook()
+    if os.environ.get("SCRIPT_PARTS"):
+        install_script_hook()
     settings = Settings(
         database_url=url,
         executor_id="bench-trace",
@@ -213,6 +252,9 @@ def main() -> None:
         " a connection, and DBOS's pool hands its 20 out in turn",
     )
     ap.add_argument("--park-after", type=float, default=1.0)
+    ap.add_argument(
+        "--parked", type=int, default=0, help="sessions started first and left waiting (scale)"
+    )
     ap.add_argument("--worker", action="store_true")
     ap.add_argument("--database-url")
     ap.add_argument("--out", default="/tmp/resume-trace.json")
@@ -294,7 +336,21 @@ def main() -> None:
             )
             time.sleep(1.0)
 
+    def waiting_count() -> int:
+        with engine.connect() as conn:
+            return int(
+                conn.execute(
+                    sa.text(
+                        "SELECT count(*) FROM dbos_agents.pending_calls WHERE status = 'waiting'"
+                    )
+                ).scalar_one()
+            )
+
     try:
+        for _ in range(args.parked):
+            client.start(AGENT, "stay parked")
+        while args.parked and waiting_count() < args.parked:
+            time.sleep(0.5)
         if args.mode == "parked":
             waiting = [started() for _ in range(args.samples)]
             time.sleep(args.park_after + 2)

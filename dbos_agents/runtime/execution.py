@@ -7,7 +7,8 @@ that far, or this one would have replayed the step that ran. The model turn uses
 skip its "was this turn recorded by an earlier execution?" read, and a server tool's
 operation its "was this call recorded?" read, in the common case. (A "checkpoint" here is
 DBOS's row or our own: the turn's rows, a call's result row, each committed before the
-next operation starts.)
+next operation starts.) An execution resuming a parked wait knows the same of every turn
+past those its begin read (``turn_is_new``).
 
 **Workflow versions.** Each version keeps the DBOS operation sequence it was started with,
 so a run recovers on the sequence it began with:

@@ -41,6 +41,20 @@ async def _parked_wait(
     return h, p
 
 
+def _first_run(h: SessionHandle, message: str) -> RunSpec:
+    """The spec of a root session's first run of the agent ``asker``."""
+    return RunSpec(
+        session_id=h.session_id,
+        root_session_id=h.session_id,
+        parent_session_id=None,
+        agent="asker",
+        run_seq=1,
+        message=message,
+        user_id=None,
+        tenant_id=None,
+    )
+
+
 def _live_waiters(workflow_id: str) -> list[object]:
     """The waiters DBOS holds for the workflow: events of live ``recv`` calls, or the
     parked stand-in."""
@@ -330,16 +344,7 @@ async def test_a_resumed_runs_new_turn_reads_nothing_first(
     assert (await asyncio.wait_for(h.result(), 20)).status == "completed"
     assert asked == []
     # Control: the runtime's ledger is the one counted (else the test passes vacuously).
-    spec = RunSpec(
-        session_id=h.session_id,
-        root_session_id=h.session_id,
-        parent_session_id=None,
-        agent="asker",
-        run_seq=1,
-        message="new turn",
-        user_id=None,
-        tenant_id=None,
-    )
+    spec = _first_run(h, "new turn")
     await get_context().ledger.turn_state(spec, 2)
     assert asked == [2]
 
@@ -354,16 +359,7 @@ async def test_a_resumed_runs_begin_is_read_without_a_lock(
     from dbos_agents.runtime import execution, run_bounds
 
     h, _ = await _parked_wait(runtime, client, "asker", "read me back")
-    spec = RunSpec(
-        session_id=h.session_id,
-        root_session_id=h.session_id,
-        parent_session_id=None,
-        agent="asker",
-        run_seq=1,
-        message="read me back",
-        user_id=None,
-        tenant_id=None,
-    )
+    spec = _first_run(h, "read me back")
     engine = get_context().ledger.ds.engine
 
     async def begin(resumed: bool, run: RunSpec = spec) -> dict[str, object]:
