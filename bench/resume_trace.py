@@ -20,6 +20,9 @@ The first ``--skip`` resumes are left out: psycopg prepares a statement at its s
 on a connection, and DBOS's pool hands its 20 connections out in turn. ``--sql`` prints
 the timeline of one resume. ``PGLOG=1`` sets ``log_min_duration_statement = 0`` on the
 bench database (the server's log then has each statement's parse, bind and execute time).
+``ANALYZE=1`` refreshes the planner's statistics once the ``--parked`` sessions wait (a
+table that grew by thousands of rows in minutes can still carry the estimates of its first
+hundred, and some plans then scan every open wait).
 ``ROOT=<checkout>`` imports dbos_agents from another checkout (an A/B: run the two
 interleaved, the machine's speed drifts by as much as a phase).
 
@@ -351,6 +354,10 @@ def main() -> None:
             client.start(AGENT, "stay parked")
         while args.parked and waiting_count() < args.parked:
             time.sleep(0.5)
+        if os.environ.get("ANALYZE"):  # fresh planner statistics (diagnosis)
+            with engine.connect() as conn:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+                conn.execute(sa.text("ANALYZE"))
         if args.mode == "parked":
             waiting = [started() for _ in range(args.samples)]
             time.sleep(args.park_after + 2)
