@@ -6,7 +6,7 @@ private DBOS object it relies on; ``tests/unit/test_dbos_compat.py`` fails loudl
 DBOS upgrade moves or renames one, so an upgrade is a one-file review.
 
 - ``system_schema``: a submit reads whether the run it would wake has ended with its lock
-  on the wait (``store/pending.lock_for_submit``: DBOS's ``workflow_status``, by name).
+  on the wait (``store/pending.row_for_submit``: DBOS's ``workflow_status``, by name).
 - ``cancel_workflows_in_transaction``: DBOS cancels a workflow in its own transaction
   (``SystemDatabase.cancel_workflows``); an interrupt must cancel in *ours*, so the session
   row, the pending rows and the cancellation commit together or not at all. Uses
