@@ -22,7 +22,9 @@ the timeline of one resume. ``PGLOG=1`` sets ``log_min_duration_statement = 0`` 
 bench database (the server's log then has each statement's parse, bind and execute time).
 ``ANALYZE=1`` refreshes the planner's statistics once the ``--parked`` sessions wait (a
 table that grew by thousands of rows in minutes can still carry the estimates of its first
-hundred, and some plans then scan every open wait).
+hundred, and some plans then scan every open wait). ``PLANS=<ms>`` loads ``auto_explain`` in
+the bench database's sessions: the server's log gets the analyzed plan of every statement
+slower than that; the log's size when the resumes begin is printed.
 ``ROOT=<checkout>`` imports dbos_agents from another checkout (an A/B: run the two
 interleaved, the machine's speed drifts by as much as a phase).
 
@@ -275,6 +277,18 @@ def main() -> None:
             conn.execute(sa.text(f"ALTER DATABASE {DB} SET log_min_duration_statement = 0"))
             conn.commit()
         admin.dispose()
+    if os.environ.get("PLANS"):  # the plan of every slow statement (diagnosis)
+        admin = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+        with admin.connect() as conn:
+            for setting in (
+                "session_preload_libraries = 'auto_explain'",
+                f"auto_explain.log_min_duration = '{float(os.environ['PLANS'])}ms'",
+                "auto_explain.log_analyze = on",
+                "auto_explain.log_buffers = on",
+            ):
+                conn.execute(sa.text(f"ALTER DATABASE {DB} SET {setting}"))
+            conn.commit()
+        admin.dispose()
     cmd = [sys.executable, __file__, "--worker", "--mode", args.mode, "--database-url", url]
     cmd += ["--park-after", str(args.park_after), "--out", args.out]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -358,6 +372,9 @@ def main() -> None:
             with engine.connect() as conn:
                 conn.execution_options(isolation_level="AUTOCOMMIT")
                 conn.execute(sa.text("ANALYZE"))
+        if os.environ.get("PLANS"):
+            log = Path("/var/log/postgresql/postgresql-15-main.log")
+            print("server log size at the resumes:", log.stat().st_size if log.exists() else "?")
         if args.mode == "parked":
             waiting = [started() for _ in range(args.samples)]
             time.sleep(args.park_after + 2)

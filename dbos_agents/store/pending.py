@@ -227,18 +227,20 @@ def close_one(conn: sa.Connection, root_session_id: str, tool_call_id: str, reas
     )
 
 
-def cancel_tree(conn: sa.Connection, root_session_id: str) -> list[sa.Row[Any]]:
-    """Interrupt: cancel every open wait under the root; returns (owner workflow, call)."""
-    return list(
-        conn.execute(
-            sa.text(
-                f"UPDATE {S}.pending_calls SET status = 'cancelled', resolved_at = now()"
-                " WHERE root_session_id = :r AND status IN ('waiting', 'submitted')"
-                " RETURNING owner_workflow_id, tool_call_id"
-            ),
-            {"r": root_session_id},
-        ).all()
+def cancel_tree_stmt(root_session_id: str) -> Stmt:
+    """Interrupt: cancel every open wait under the root; rows of (owner workflow, call)."""
+    return (
+        f"UPDATE {S}.pending_calls SET status = 'cancelled', resolved_at = now()"
+        " WHERE root_session_id = :r AND status IN ('waiting', 'submitted')"
+        " RETURNING owner_workflow_id, tool_call_id",
+        {"r": root_session_id},
     )
+
+
+def cancel_tree(conn: sa.Connection, root_session_id: str) -> list[sa.Row[Any]]:
+    """``cancel_tree_stmt`` on the caller's connection (inside its transaction)."""
+    sql, params = cancel_tree_stmt(root_session_id)
+    return list(conn.execute(sa.text(sql), params).all())
 
 
 def reap(engine: sa.Engine, retention_seconds: float) -> int:
@@ -255,8 +257,15 @@ def reap(engine: sa.Engine, retention_seconds: float) -> int:
         return r.rowcount or 0
 
 
-def list_pending(
-    engine: sa.Engine,
+def list_pending(engine: sa.Engine, stmt: Stmt) -> list[PendingCall]:
+    """A ``list_pending_stmt`` run, its rows as ``PendingCall``."""
+    sql, params = stmt
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(sql), params).all()
+    return [PendingCall.model_validate(with_decoded_arguments(r._asdict())) for r in rows]
+
+
+def list_pending_stmt(
     *,
     session_id: str | None = None,
     tenant_id: str | None = None,
@@ -265,7 +274,7 @@ def list_pending(
     include_resolved: bool = False,
     limit: int = 100,
     system_schema: str = "dbos",
-) -> list[PendingCall]:
+) -> Stmt:
     """Open waits (earliest deadline first), filtered; ``session_id`` is a root session id.
 
     A wait whose run has ended (its workflow finished, failed or was cancelled without
@@ -297,9 +306,7 @@ def list_pending(
         + (" WHERE " + " AND ".join(where) if where else "")
         + " ORDER BY deadline, tool_call_id LIMIT :limit"
     )
-    with engine.connect() as conn:
-        rows = conn.execute(sa.text(sql), params).all()
-    return [PendingCall.model_validate(with_decoded_arguments(r._asdict())) for r in rows]
+    return sql, params
 
 
 def with_decoded_arguments(row: dict[str, Any]) -> dict[str, Any]:

@@ -243,13 +243,15 @@ def pending(
     """Open waits (earliest deadline first), filtered; ``session_id`` is a root session id."""
     return pending_rows.list_pending(
         engine,
-        session_id=session_id,
-        tenant_id=tenant_id,
-        user_id=user_id,
-        kind=kind,
-        include_resolved=include_resolved,
-        limit=limit,
-        system_schema=system_schema(client),
+        pending_rows.list_pending_stmt(
+            session_id=session_id,
+            tenant_id=tenant_id,
+            user_id=user_id,
+            kind=kind,
+            include_resolved=include_resolved,
+            limit=limit,
+            system_schema=system_schema(client),
+        ),
     )
 
 

@@ -459,7 +459,8 @@ async def test_list_pending_hides_waits_of_ended_workflows(env: Env) -> None:
     env.client.dbos.cancel_workflow(dead)
 
     def listed(**kw: Any) -> set[str]:
-        rows = pending.list_pending(env.client.engine, session_id=root, system_schema="dbos", **kw)
+        stmt = pending.list_pending_stmt(session_id=root, system_schema="dbos", **kw)
+        rows = pending.list_pending(env.client.engine, stmt)
         return {p.tool_call_id for p in rows}
 
     assert listed() == {live_cid}
