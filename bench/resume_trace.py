@@ -20,9 +20,9 @@ The first ``--skip`` resumes are left out: psycopg prepares a statement at its s
 on a connection, and DBOS's pool hands its 20 connections out in turn. ``--sql`` prints
 the timeline of one resume. ``PGLOG=1`` sets ``log_min_duration_statement = 0`` on the
 bench database (the server's log then has each statement's parse, bind and execute time).
-``ANALYZE=1`` refreshes the planner's statistics once the ``--parked`` sessions wait (a
-table that grew by thousands of rows in minutes can still carry the estimates of its first
-hundred, and some plans then scan every open wait). ``PLANS=<ms>`` loads ``auto_explain`` in
+``ANALYZE=1`` refreshes the planner's statistics once the ``--parked`` sessions wait (this
+machine's server runs without autovacuum, so otherwise the tables are never analyzed; before
+migration 0011 a run's end then read every open wait). ``PLANS=<ms>`` loads ``auto_explain`` in
 the bench database's sessions: the server's log gets the analyzed plan of every statement
 slower than that; the log's size when the resumes begin is printed.
 ``ROOT=<checkout>`` imports dbos_agents from another checkout (an A/B: run the two
