@@ -154,10 +154,15 @@ def _system_database() -> Any:
     return _instance()._sys_db
 
 
+def quoted(schema: str) -> str:
+    """A schema name as a quoted identifier, for our plain SQL on DBOS's tables (its
+    schema is configurable, so it may need quoting)."""
+    return '"' + schema.replace('"', '""') + '"'
+
+
 def quoted_system_schema() -> str:
-    """The launched system database's schema as a quoted identifier, for our plain SQL on
-    its tables (``SystemDatabase.schema``)."""
-    return '"' + str(_system_database().schema).replace('"', '""') + '"'
+    """The launched system database's schema, quoted (``SystemDatabase.schema``)."""
+    return quoted(str(_system_database().schema))
 
 
 def replace_on_system_database(name: str, build: Callable[[Any, Any], Any]) -> None:

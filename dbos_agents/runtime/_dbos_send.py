@@ -20,6 +20,8 @@ from typing import Any
 
 from dbos import DBOSClient
 
+from ._dbos_compat import quoted
+
 
 def one_statement_possible(client: DBOSClient) -> bool:
     """False on a sharded system database, whose rows carry a shard key DBOS fills in."""
@@ -31,7 +33,7 @@ def insert_from(client: DBOSClient, source: str, destination: str) -> str:
     """SQL inserting one message per row of ``source`` (a CTE's name) to the workflow in its
     column ``destination``, as ``send`` with an idempotency key does; ``RETURNING 1`` per
     message written (none when the key was used already). Parameters: ``message_params``."""
-    schema = '"' + str(client._sys_db.schema).replace('"', '""') + '"'
+    schema = quoted(str(client._sys_db.schema))
     return (
         f"INSERT INTO {schema}.notifications"
         " (destination_uuid, topic, message, message_uuid, serialization)"

@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..records import PendingCall, PendingKind
-from ..runtime._dbos_compat import ENDED
+from ..runtime._dbos_compat import ENDED, quoted
 from .pg import Db, Stmt, execute
 from .schema import SCHEMA as S
 
@@ -167,7 +167,7 @@ def row_for_submit(
     """The row a submit decides on (locked unless ``lock`` is false), with its run's DBOS
     status (``run_status``, ``None``: no such workflow) read by the same statement;
     ``None`` when there is no such wait."""
-    ws = '"' + system_schema.replace('"', '""') + '".workflow_status'
+    ws = quoted(system_schema) + ".workflow_status"
     return conn.execute(
         sa.text(
             "SELECT p.kind, p.status, p.owner_workflow_id, p.output_schema,"
@@ -193,11 +193,10 @@ def mark_if_waiting_sql() -> str:
 def mark_submitted(
     conn: sa.Connection, root_session_id: str, tool_call_id: str, payload: dict[str, Any]
 ) -> None:
+    """The locked path's mark (its row is ``waiting`` under the lock): the same update as
+    the two-statement path's, so both write one thing."""
     conn.execute(
-        sa.text(
-            f"UPDATE {S}.pending_calls SET status = 'submitted', submission = CAST(:p AS jsonb),"
-            " submitted_at = now() WHERE root_session_id = :s AND tool_call_id = :id"
-        ),
+        sa.text(mark_if_waiting_sql()),
         {"p": json.dumps(payload), "s": root_session_id, "id": tool_call_id},
     )
 
@@ -285,7 +284,7 @@ def list_pending_stmt(
         if include_resolved
         else [
             "status IN ('waiting', 'submitted')",
-            f"NOT EXISTS (SELECT 1 FROM {system_schema}.workflow_status w"
+            f"NOT EXISTS (SELECT 1 FROM {quoted(system_schema)}.workflow_status w"
             f" WHERE w.workflow_uuid = owner_workflow_id AND w.status IN ({ended}))",
         ]
     )

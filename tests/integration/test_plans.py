@@ -53,10 +53,11 @@ def engine(pg_server: str) -> Iterator[sa.Engine]:
             ),
             {"n": OPEN},
         )
-        conn.execute(sa.text("CREATE SCHEMA sys"))  # what list_pending reads of DBOS's table
+        # What list_pending reads of DBOS's table, in a schema whose name needs quoting.
+        conn.execute(sa.text('CREATE SCHEMA "sys q"'))
         conn.execute(
             sa.text(
-                "CREATE TABLE sys.workflow_status (workflow_uuid text PRIMARY KEY, status text)"
+                'CREATE TABLE "sys q".workflow_status (workflow_uuid text PRIMARY KEY, status text)'
             )
         )
         analyzed = conn.execute(
@@ -95,7 +96,7 @@ def test_a_runs_end_reads_only_its_own_waits(engine: sa.Engine) -> None:
     "stmt",
     [
         pending.cancel_tree_stmt("s7"),
-        pending.list_pending_stmt(session_id="s7", system_schema="sys"),
+        pending.list_pending_stmt(session_id="s7", system_schema="sys q"),
     ],
     ids=["interrupt", "list_of_a_session"],
 )
