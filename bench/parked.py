@@ -483,8 +483,8 @@ polling every 5 ms from the start took CPU from the resume it timed (a pooled co
 ping and a query each time, on the same two cores)."""
 
 
-def wait_finished(engine: sa.Engine, wf: str, timeout: float = 60.0, settle: float = 0.0) -> None:
-    time.sleep(settle)
+def wait_finished(engine: sa.Engine, wf: str, timeout: float = 60.0) -> None:
+    time.sleep(SETTLE_SEC)
     deadline = time.monotonic() + timeout
     while finish_times(engine, [wf], _connect).get(wf, ("", None))[1] is None:
         if time.monotonic() > deadline:
@@ -507,7 +507,7 @@ def answered_at_once(client: AgentClient, n: int, label: str) -> list[float]:
             time.sleep(0.005)
         wait_armed(client.engine, sid)
         t0 = timed_submit(client, sid, rows[0].tool_call_id)
-        wait_finished(client.engine, sid, settle=SETTLE_SEC)
+        wait_finished(client.engine, sid)
         fin = finish_times(client.engine, [sid], _connect)[sid][1]
         if fin is not None:
             out.append(fin - t0 * 1000)
@@ -758,7 +758,7 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         wal0 = wal_written(client.engine)
         for sid, tcid in samples:
             t0s[sid] = timed_submit(client, sid, tcid)
-            wait_finished(client.engine, sid, settle=SETTLE_SEC)
+            wait_finished(client.engine, sid)
         wal1 = wal_written(client.engine)
         fins = finish_times(client.engine, list(t0s), _connect)
         tools = tool_message_times(client.engine, list(t0s), _connect)

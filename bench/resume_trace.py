@@ -271,21 +271,20 @@ def main() -> None:
         asyncio.run(worker(args.database_url, park, args.out))
         return
     url = create_fresh_database("postgresql://postgres@127.0.0.1:5432/postgres", DB)
-    if os.environ.get("PGLOG"):  # the server logs every statement's duration (diagnosis)
+    settings: list[str] = []  # the bench database's, for diagnosis
+    if os.environ.get("PGLOG"):  # the server logs every statement's duration
+        settings.append("log_min_duration_statement = 0")
+    if os.environ.get("PLANS"):  # the plan of every slow statement
+        settings += [
+            "session_preload_libraries = 'auto_explain'",
+            f"auto_explain.log_min_duration = '{float(os.environ['PLANS'])}ms'",
+            "auto_explain.log_analyze = on",
+            "auto_explain.log_buffers = on",
+        ]
+    if settings:
         admin = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
         with admin.connect() as conn:
-            conn.execute(sa.text(f"ALTER DATABASE {DB} SET log_min_duration_statement = 0"))
-            conn.commit()
-        admin.dispose()
-    if os.environ.get("PLANS"):  # the plan of every slow statement (diagnosis)
-        admin = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
-        with admin.connect() as conn:
-            for setting in (
-                "session_preload_libraries = 'auto_explain'",
-                f"auto_explain.log_min_duration = '{float(os.environ['PLANS'])}ms'",
-                "auto_explain.log_analyze = on",
-                "auto_explain.log_buffers = on",
-            ):
+            for setting in settings:
                 conn.execute(sa.text(f"ALTER DATABASE {DB} SET {setting}"))
             conn.commit()
         admin.dispose()
