@@ -328,25 +328,32 @@ def _queue_config(sys_db: Any, queue_name: str) -> Any:
     return queue
 
 
+def claims_without_limits(queue_name: str) -> bool:
+    """Whether a claim outside DBOS's queue thread may start ``queue_name``'s workflows:
+    a queue with any concurrency or rate limit is left to that thread, which counts this
+    worker's running workflows once per poll (a second claimer would race that count)."""
+    queue = _queue_config(_system_database(), queue_name)
+    if queue is None or queue._has_partition_limits() or queue._limiter is not None:
+        return False
+    return queue._concurrency is None and queue._worker_concurrency is None
+
+
 def dequeue_now(queue_name: str) -> int:
     """Claim and start this worker's share of ``queue_name``'s enqueued workflows now,
     exactly as one poll of DBOS's queue thread does for a queue without global limits
     (``SystemDatabase.start_queued_workflows`` with this worker's running count, then
     ``execute_dequeued_workflow`` on each claim; the claim skips rows another claimer holds,
-    so this and the queue thread never start the same workflow). Returns how many started.
-    Queues with any concurrency or rate limit are left to the queue thread: it counts this
-    worker's running workflows once per poll, and a second claimer would race that count."""
+    so this and the queue thread never start the same workflow). Returns how many started
+    (none on a queue with limits: ``claims_without_limits``)."""
     from dbos._core import execute_dequeued_workflow
     from dbos._dbos import _get_dbos_instance
     from dbos._utils import GlobalParams, generate_uuid
 
     dbos = _get_dbos_instance()
     sys_db = dbos._sys_db
+    if not claims_without_limits(queue_name):
+        return 0
     queue = _queue_config(sys_db, queue_name)
-    if queue is None or queue._has_partition_limits() or queue._limiter is not None:
-        return 0
-    if queue._concurrency is not None or queue._worker_concurrency is not None:
-        return 0
     owner_xid = generate_uuid()
     # The local running count only matters under a worker concurrency limit (left to the
     # queue thread above); counting it walks every active workflow, 100,000 when parked.

@@ -20,13 +20,13 @@ from ..errors import (
 )
 from ..ids import run_event_key
 from ..models.base import Model
-from ..outcome import RunOutcome, SessionInfo
+from ..outcome import RunOutcome, RunSpec, SessionInfo
 from ..settings import CLIENT_POOL_SIZE, SYNC_MAX_OVERFLOW, SYNC_POOL_SIZE, Settings
 from ..store import queries, submit
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
 from ..store.migrate import SCHEMA, migrate
 from . import _dbos_compat as compat
-from . import _dbos_recv, _dbos_replay, drain, outcomes
+from . import _dbos_recv, _dbos_replay, _dbos_starts, drain, outcomes
 from . import workflow as _workflow  # noqa: F401  (registers the session workflow)
 from .context import WorkerContext, set_context
 from .ledger import Ledger
@@ -210,17 +210,26 @@ class AgentRuntime:
         engine, client = self._require()
         if agent not in self.agents:
             raise UnknownAgentError(agent, list(self.agents))
-        spec, workflow_id = await asyncio.to_thread(
-            queries.start_run,
-            engine,
-            client,
-            self.settings.queue_name,
-            agent=agent,
-            message=message,
-            session_id=session_id,
-            user_id=user_id,
-            tenant_id=tenant_id,
-        )
+        # This worker claims the run as it enqueues it and starts it at once (``_dbos_starts``).
+        local = _dbos_starts.local_start(self.settings.queue_name)
+
+        def start_run() -> tuple[RunSpec, str]:
+            started = queries.start_run(
+                engine,
+                client,
+                self.settings.queue_name,
+                agent=agent,
+                message=message,
+                session_id=session_id,
+                user_id=user_id,
+                tenant_id=tenant_id,
+                claim=None if local is None else local.claim,
+            )
+            if local is not None:
+                local.execute()
+            return started
+
+        spec, workflow_id = await asyncio.to_thread(start_run)
         sid = spec["session_id"]
         return self._handle(sid, workflow_id, spec["run_seq"], self.agents[agent].persistent)
 

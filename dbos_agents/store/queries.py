@@ -7,6 +7,8 @@ error knows nothing was started, and a caller that sees success knows the run is
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sqlalchemy as sa
 from dbos import DBOSClient
 
@@ -44,6 +46,7 @@ def enqueue_run(
     user_id: str | None,
     tenant_id: str | None,
     new_session: bool,
+    claim: Callable[[sa.Connection, str], bool] | None = None,
 ) -> tuple[RunSpec, str]:
     """Record a queued run and enqueue its workflow, atomically; returns (spec, workflow id).
 
@@ -52,6 +55,8 @@ def enqueue_run(
     so it is written exactly once however the caller or the worker fail. A persistent
     session whose workflow waits on its inbox gets the message there instead (same
     transaction, same row lock as the workflow's idle-TTL check, so none is lost).
+    ``claim`` (a worker starting the run itself) claims the enqueued workflow in the same
+    transaction; when it does, no worker is told of the start.
     """
     inbox_workflow: str | None = None
     with engine.begin() as conn:
@@ -100,8 +105,11 @@ def enqueue_run(
                 },
                 spec,
             )
-            # Delivered at commit: workers claim the run now, not at their next queue poll.
-            conn.execute(sa.text("SELECT pg_notify(:c, :q)"), {"c": START_CHANNEL, "q": queue_name})
+            if claim is None or not claim(conn, run_workflow_id(session_id, run_seq)):
+                # Delivered at commit: workers claim the run now, not at their next poll.
+                conn.execute(
+                    sa.text("SELECT pg_notify(:c, :q)"), {"c": START_CHANNEL, "q": queue_name}
+                )
     return spec, inbox_workflow or run_workflow_id(session_id, run_seq)
 
 
@@ -115,6 +123,7 @@ def start_run(
     session_id: str | None,
     user_id: str | None,
     tenant_id: str | None,
+    claim: Callable[[sa.Connection, str], bool] | None = None,
 ) -> tuple[RunSpec, str]:
     """Start a new session, or continue ``session_id`` when it exists (see ``enqueue_run``).
     Every caller-supplied value is checked first: ``InvalidRequestError``, nothing written."""
@@ -135,4 +144,5 @@ def start_run(
         user_id=user_id,
         tenant_id=tenant_id,
         new_session=not exists,
+        claim=claim,
     )
