@@ -38,7 +38,8 @@ def start_section(res: dict[str, Any]) -> list[str]:
         "",
         f"One session at a time ({res['sessions']} per path), an agent that answers at once;"
         f" queue polling {res['queue_polling_interval_sec']} s (the raw enqueue row waits for it)."
-        " Starts are"
+        " A worker's own start (runtime.start) is claimed by its start transaction and runs"
+        " as that commits; a start from another process (AgentClient.start) is"
         " announced by NOTIFY in the start transaction and claimed at once; the raw enqueue"
         " row waits for DBOS's poll. CPU is the process's CPU ms per session over the whole"
         " start-to-result path.",

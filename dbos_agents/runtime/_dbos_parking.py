@@ -155,18 +155,20 @@ class Claimed:
     """Topics with a message for it."""
 
 
-_claims: dict[str, sa.TextualSelect] = {}
+_statements: dict[tuple[str, str], sa.TextualSelect] = {}
 
 
-def _claim_stmt(sys_db: Any) -> sa.TextualSelect:
-    """The claim, compiled once per schema, its columns typed as DBOS's table types them
-    (so each value converts as DBOS's own read converts it)."""
+def status_stmt(sys_db: Any, template: str) -> sa.TextualSelect:
+    """A claim returning DBOS's status (``template`` with ``{schema}``), compiled once per
+    schema, its columns typed as DBOS's table types them (so each value converts as DBOS's
+    own read converts it). Also ``_dbos_starts``'s claim of a worker's own start."""
     schema = quoted_system_schema()
-    stmt = _claims.get(schema)
+    stmt = _statements.get((template, schema))
     if stmt is None:
         ws: sa.Table = sys_db.tables.workflow_status
         types = {key: ws.c[column].type for key, column, _ in _STATUS}
-        stmt = _claims[schema] = sa.text(_CLAIM.format(schema=schema)).columns(**types)
+        stmt = sa.text(template.format(schema=schema)).columns(**types)
+        _statements[(template, schema)] = stmt
     return stmt
 
 
@@ -197,7 +199,7 @@ def claim_parked(claims: list[tuple[str, str | None, str]]) -> dict[str, Claimed
     }
     with sys_db.engine.connect() as conn:
         conn.execution_options(isolation_level="AUTOCOMMIT")  # one statement: one round trip
-        rows = conn.execute(_claim_stmt(sys_db), params).all()
+        rows = conn.execute(status_stmt(sys_db, _CLAIM), params).all()
     if sys_db._key_column(sys_db.tables.workflow_status) is not None:
         # A sharded database: its status carries a shard key, which DBOS's read fills in.
         ids = [str(r.workflow_uuid) for r in rows]

@@ -28,8 +28,8 @@ import sqlalchemy as sa
 from dbos._sys_db import WorkflowStatusString
 
 from . import drain
-from ._dbos_compat import _system_database, claims_without_limits, quoted_system_schema
-from ._dbos_parking import _STATUS, Claimed, execute_claimed
+from ._dbos_compat import _system_database, claims_without_limits
+from ._dbos_parking import _STATUS, Claimed, execute_claimed, status_stmt
 
 log = logging.getLogger("dbos_agents")
 
@@ -43,19 +43,8 @@ _CLAIM = (
     " AND ws.workflow_timeout_ms IS NULL"
     " RETURNING " + ", ".join(f"{expr} AS {key}" for key, _, expr in _STATUS)
 )
-_claims: dict[str, sa.TextualSelect] = {}
 _LATEST_TTL_SEC = 1.0
 _latest: list[tuple[float, bool]] = []
-
-
-def _claim_stmt(sys_db: Any) -> sa.TextualSelect:
-    schema = quoted_system_schema()
-    stmt = _claims.get(schema)
-    if stmt is None:
-        ws: sa.Table = sys_db.tables.workflow_status
-        types = {key: ws.c[column].type for key, column, _ in _STATUS}
-        stmt = _claims[schema] = sa.text(_CLAIM.format(schema=schema)).columns(**types)
-    return stmt
 
 
 def _is_latest(sys_db: Any, version: str) -> bool:
@@ -91,7 +80,7 @@ class LocalStart:
             "wf": workflow_id,
             "queue": self.queue_name,
         }
-        row = conn.execute(_claim_stmt(sys_db), params).first()
+        row = conn.execute(status_stmt(sys_db, _CLAIM), params).first()
         if row is None:
             return False
         status = dict(row._mapping)
