@@ -332,7 +332,10 @@ def claims_without_limits(queue_name: str) -> bool:
     """Whether a claim outside DBOS's queue thread may start ``queue_name``'s workflows:
     a queue with any concurrency or rate limit is left to that thread, which counts this
     worker's running workflows once per poll (a second claimer would race that count)."""
-    queue = _queue_config(_system_database(), queue_name)
+    return _without_limits(_queue_config(_system_database(), queue_name))
+
+
+def _without_limits(queue: Any) -> bool:
     if queue is None or queue._has_partition_limits() or queue._limiter is not None:
         return False
     return queue._concurrency is None and queue._worker_concurrency is None
@@ -351,9 +354,9 @@ def dequeue_now(queue_name: str) -> int:
 
     dbos = _get_dbos_instance()
     sys_db = dbos._sys_db
-    if not claims_without_limits(queue_name):
-        return 0
     queue = _queue_config(sys_db, queue_name)
+    if not _without_limits(queue):
+        return 0
     owner_xid = generate_uuid()
     # The local running count only matters under a worker concurrency limit (left to the
     # queue thread above); counting it walks every active workflow, 100,000 when parked.

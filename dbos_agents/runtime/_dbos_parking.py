@@ -125,14 +125,18 @@ _STATUS = tuple(
     for key in _STATUS_KEYS
 )
 """(status key, workflow_status column typing it, SQL expression)."""
+STATUS_COLUMNS = ", ".join(f"{expr} AS {key}" for key, _, expr in _STATUS)
+"""DBOS's status of the row ``ws`` in a claim's ``RETURNING`` (``status_of`` reads it)."""
+NOW_MS = "CAST(extract(epoch FROM now()) * 1000 AS bigint)"
+"""The database clock in DBOS's epoch milliseconds, as DBOS's own updates set it."""
 _CLAIM = (
     "UPDATE {schema}.workflow_status AS ws SET owner_xid = v.token,"
-    " updated_at = CAST(extract(epoch FROM now()) * 1000 AS bigint)"
+    f" updated_at = {NOW_MS}"
     " FROM unnest(CAST(:wfs AS text[]), CAST(:olds AS text[]), CAST(:tokens AS text[]))"
     " AS v(wf, old, token) WHERE ws.workflow_uuid = v.wf AND ws.status = :pending"
     " AND ws.executor_id = :executor"
     " AND (ws.owner_xid IS NOT DISTINCT FROM v.old OR ws.owner_xid = v.token)"
-    " RETURNING " + ", ".join(f"{expr} AS {key}" for key, _, expr in _STATUS) + ","
+    f" RETURNING {STATUS_COLUMNS},"
     # What the resumed execution reads first, read with the claim (``_dbos_replay.seed``):
     # its recorded operations and the topics with a message waiting.
     " (SELECT json_agg(json_build_array(oo.function_id, oo.output, oo.error,"
@@ -207,13 +211,20 @@ def claim_parked(claims: list[tuple[str, str | None, str]]) -> dict[str, Claimed
         return {s["workflow_uuid"]: Claimed(s, None, set()) for s in statuses}
     out: dict[str, Claimed] = {}
     for row in rows:
-        status = dict(row._mapping)
+        status = status_of(row)
         recorded = {int(r[0]): tuple(r[1:]) for r in status.pop("recorded") or []}
         unread = set(status.pop("unread") or [])
-        status["is_debounced"] = bool(status["is_debounced"])
-        status["shard_key"] = None  # what DBOS's read gives on an unsharded database
         out[status["workflow_uuid"]] = Claimed(status, recorded, unread)
     return out
+
+
+def status_of(row: Any) -> dict[str, Any]:
+    """DBOS's ``WorkflowStatusInternal`` from a row of ``status_stmt`` (with any other
+    columns the claim returned), as DBOS's read gives it on an unsharded database."""
+    status = dict(row._mapping)
+    status["is_debounced"] = bool(status["is_debounced"])
+    status["shard_key"] = None
+    return status
 
 
 def execute_claimed(claimed: Claimed, token: str) -> None:

@@ -29,19 +29,24 @@ from dbos._sys_db import WorkflowStatusString
 
 from . import drain
 from ._dbos_compat import _system_database, claims_without_limits
-from ._dbos_parking import _STATUS, Claimed, execute_claimed, status_stmt
+from ._dbos_parking import (
+    NOW_MS,
+    STATUS_COLUMNS,
+    Claimed,
+    execute_claimed,
+    status_of,
+    status_stmt,
+)
 
 log = logging.getLogger("dbos_agents")
 
 _CLAIM = (
     "UPDATE {schema}.workflow_status AS ws SET status = :pending, owner_xid = :token,"
     " application_version = :version, executor_id = :executor, application_name = :app,"
-    " started_at_epoch_ms = CAST(extract(epoch FROM now()) * 1000 AS bigint),"
-    " rate_limited = false, recovery_attempts = ws.recovery_attempts + 1,"
-    " updated_at = CAST(extract(epoch FROM now()) * 1000 AS bigint)"
+    f" started_at_epoch_ms = {NOW_MS}, rate_limited = false,"
+    f" recovery_attempts = ws.recovery_attempts + 1, updated_at = {NOW_MS}"
     " WHERE ws.workflow_uuid = :wf AND ws.status = :enqueued AND ws.queue_name = :queue"
-    " AND ws.workflow_timeout_ms IS NULL"
-    " RETURNING " + ", ".join(f"{expr} AS {key}" for key, _, expr in _STATUS)
+    f" AND ws.workflow_timeout_ms IS NULL RETURNING {STATUS_COLUMNS}"
 )
 _LATEST_TTL_SEC = 1.0
 _latest: list[tuple[float, bool]] = []
@@ -83,10 +88,7 @@ class LocalStart:
         row = conn.execute(status_stmt(sys_db, _CLAIM), params).first()
         if row is None:
             return False
-        status = dict(row._mapping)
-        status["is_debounced"] = bool(status["is_debounced"])
-        status["shard_key"] = None  # what DBOS's read gives on an unsharded database
-        self.status = status
+        self.status = status_of(row)
         return True
 
     def execute(self) -> None:

@@ -210,10 +210,11 @@ class AgentRuntime:
         engine, client = self._require()
         if agent not in self.agents:
             raise UnknownAgentError(agent, list(self.agents))
-        # This worker claims the run as it enqueues it and starts it at once (``_dbos_starts``).
-        local = _dbos_starts.local_start(self.settings.queue_name)
 
         def start_run() -> tuple[RunSpec, str]:
+            # This worker claims the run as it enqueues it and starts it at once
+            # (``_dbos_starts``); deciding whether it may can read the database.
+            local = _dbos_starts.local_start(self.settings.queue_name)
             started = queries.start_run(
                 engine,
                 client,
