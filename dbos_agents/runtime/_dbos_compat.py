@@ -11,9 +11,9 @@ DBOS upgrade moves or renames one, so an upgrade is a one-file review.
   (``SystemDatabase.cancel_workflows``); an interrupt must cancel in *ours*, so the session
   row, the pending rows and the cancellation commit together or not at all. Uses
   ``DBOSClient._sys_db.tables.workflow_status`` and mirrors the columns DBOS resets.
-- Worker operations (``stop_dequeuing``, ``recover_pending_workflows``,
-  ``checkpointed_steps``, ``ended_workflows``, ``catch_up_waiters``, ``batch_fallback_rechecks``,
-  ``listener_connection``): drain on SIGTERM, adopt a dead worker's sessions, and wake
+- Worker operations (``stop_dequeuing``, ``checkpointed_steps``, ``ended_workflows``,
+  ``catch_up_waiters``, ``batch_fallback_rechecks``, ``listener_connection``): drain on
+  SIGTERM, adopt a dead worker's sessions (re-enqueued by ``_dbos_recovery``), and wake
   waiters whose notification was lost (in a LISTEN reconnect or otherwise) with one query
   for all of them, instead of DBOS's query per waiter.
 - ``dequeue_now``: one pass of DBOS's queue claim, run when a start is announced, so a
@@ -135,7 +135,7 @@ def system_schema(client: DBOSClient) -> str:
 # ---------------------------------------------------------------------------------------
 # Worker operations: drain, adoption, lost wake-ups (see docs/operations.md).
 # Private names used below: DBOS instance ``background_thread_stop_events``, ``_sys_db``,
-# ``DBOS._recover_pending_workflows``; SystemDatabase ``engine``, ``tables`` (tables
+# SystemDatabase ``engine``, ``tables`` (tables
 # ``operation_outputs``, ``notifications``, ``workflow_events``), ``notifications_map``,
 # ``workflow_events_map`` (``ThreadSafeEventDict.snapshot`` -> (key, components, signal)),
 # PostgresSystemDatabase ``notification_conn`` and ``_listener_thread_lock``.
@@ -189,16 +189,6 @@ def stop_dequeuing() -> int:
     for evt in events:
         evt.set()
     return len(events)
-
-
-def recover_pending_workflows(executor_ids: list[str]) -> list[str]:
-    """Re-enqueue the PENDING workflows of ``executor_ids`` (this application version) on
-    DBOS's internal queue; its dequeue admits exactly one runner per workflow. Returns
-    their ids."""
-    from dbos import DBOS
-
-    handles = DBOS._recover_pending_workflows(executor_ids)
-    return [h.workflow_id for h in handles]
 
 
 def checkpointed_steps(keys: set[StepKey]) -> set[StepKey]:

@@ -27,6 +27,7 @@ from ..settings import Settings
 from ..store import workers
 from ..store.db import sqlalchemy_url
 from . import _dbos_compat as compat
+from . import _dbos_recovery
 
 log = logging.getLogger("dbos_agents")
 
@@ -157,7 +158,7 @@ class Presence:
                 self._to_recover.add(dead.executor_id)
         if self._to_recover:  # kept until DBOS re-enqueued them: a claim is never stranded
             claimed = sorted(self._to_recover)
-            ids = compat.recover_pending_workflows(claimed)
+            ids = _dbos_recovery.recover_pending_workflows(claimed)
             self._to_recover.clear()
             log.warning(
                 "adopted dead workers",

@@ -26,7 +26,7 @@ from ..store import queries, submit
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
 from ..store.migrate import SCHEMA, migrate
 from . import _dbos_compat as compat
-from . import _dbos_recv, _dbos_replay, _dbos_starts, drain, outcomes
+from . import _dbos_recovery, _dbos_recv, _dbos_replay, _dbos_starts, drain, outcomes
 from . import workflow as _workflow  # noqa: F401  (registers the session workflow)
 from .context import WorkerContext, set_context
 from .ledger import Ledger
@@ -165,6 +165,7 @@ class AgentRuntime:
         )
         self._parker = Parker(s.park_after())
         set_context(WorkerContext(self.agents, self.model, s, Ledger(ds), self._parker))
+        _dbos_recovery.install()  # this worker's pending sessions re-enqueued in chunks
         DBOS.launch()
         _dbos_replay.install()
         _dbos_recv.install()

@@ -7,6 +7,7 @@ protects, so a failure after an upgrade says which compat function to revisit.
 from __future__ import annotations
 
 import inspect
+import re
 from importlib.metadata import version
 
 import pytest
@@ -82,6 +83,37 @@ def test_dbos_instance_internals_for_drain_and_adoption() -> None:
     assert list(inspect.signature(DBOS._recover_pending_workflows).parameters) == ["executor_ids"]
 
 
+def test_what_the_chunked_recovery_relies_on() -> None:
+    """``_dbos_recovery``: launch hands the pending list to the module-level
+    ``startup_recovery_thread`` (looked up at call time, so ours replaces it), and DBOS's
+    per-workflow re-enqueue resets exactly the columns ours resets."""
+    from dbos import _dbos, _recovery
+    from dbos._sys_db import GetPendingWorkflowsOutput
+    from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams
+
+    launch = inspect.getsource(DBOS._launch)
+    assert "self._executor.submit(startup_recovery_thread, self, workflow_ids)" in launch
+    assert "get_pending_workflows(" in launch
+    assert hasattr(_dbos, "startup_recovery_thread")
+    assert list(inspect.signature(_recovery.startup_recovery_thread).parameters) == [
+        "dbos",
+        "pending_workflows",
+    ]
+    assert "reenqueue_for_recovery(" in inspect.getsource(_recovery._recover_workflow)
+    assert "INTERNAL_QUEUE_NAME" in inspect.getsource(_recovery._recover_workflow)
+    reenqueue = inspect.getsource(SystemDatabase.reenqueue_for_recovery)
+    values = reenqueue[reenqueue.index(".values(") :]
+    reset = set(re.findall(r"^\s+(\w+)=", values, re.M))
+    assert reset == {"status", "owner_xid", "started_at_epoch_ms", "updated_at", "queue_name"}
+    assert "owner_xid=None" in values and "started_at_epoch_ms=None" in values
+    assert "queue_name=sa.func.coalesce(" in values
+    assert {"workflow_id", "shard_key"} <= set(
+        inspect.signature(GetPendingWorkflowsOutput).parameters
+    )
+    assert INTERNAL_QUEUE_NAME and hasattr(GlobalParams, "app_version")
+    assert callable(DBOS._recover_pending_workflows)  # the sharded path keeps DBOS's
+
+
 def test_listener_internals_for_lost_wake_ups() -> None:
     listener = inspect.getsource(PostgresSystemDatabase._notification_listener)
     # A new connection object per (re)connect, assigned and LISTENed under the lock.
@@ -115,7 +147,6 @@ def test_compat_functions_exist() -> None:
         "cancel_workflows_in_transaction",
         "workflow_status_table",
         "stop_dequeuing",
-        "recover_pending_workflows",
         "checkpointed_steps",
         "ended_workflows",
         "catch_up_waiters",
