@@ -68,3 +68,27 @@ async def test_the_queue_claims_under_a_worker_limit_or_a_drain(runtime: AgentRu
         assert compat.dequeue_now(name) == 0
     finally:
         queue._worker_concurrency = kept
+
+
+async def test_the_result_of_a_local_start_is_handed_over_without_the_database(
+    runtime: AgentRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run this start claimed hands its outcome over in process: ``result()`` does
+    not also register a DBOS event waiter (a check query and a listener entry)."""
+    from dbos import DBOS
+
+    asked: list[str] = []
+    get_event = DBOS.get_event_async
+
+    async def counted(workflow_id: str, key: str, timeout_seconds: float = 60) -> object:
+        asked.append(key)
+        return await get_event(workflow_id, key, timeout_seconds)
+
+    monkeypatch.setattr(DBOS, "get_event_async", counted)
+    out = await asyncio.wait_for((await runtime.start("chat", "hello")).result(), 20)
+    assert out.status == "completed"
+    assert asked == []
+    # A handle on the same session from elsewhere (not this start) asks the database.
+    again = runtime.session(out.session_id)
+    assert (await asyncio.wait_for(again.result(), 20)).status == "completed"
+    assert asked != []
