@@ -1,5 +1,6 @@
-"""Every use of DBOS internals, in one place (with ``_dbos_parking`` for parked waits and
-``_dbos_replay`` for replays).
+"""Every use of DBOS internals, in one place (with ``_dbos_parking`` for parked waits,
+``_dbos_replay`` for replays, ``_dbos_starts`` for local starts and ``_dbos_recovery`` for
+recovery's re-enqueue).
 
 DBOS 3.4 has no public API for a few things operations need. Each function here names the
 private DBOS object it relies on; ``tests/unit/test_dbos_compat.py`` fails loudly when a
