@@ -22,7 +22,7 @@ from ..ids import run_event_key
 from ..models.base import Model
 from ..outcome import RunOutcome, RunSpec, SessionInfo
 from ..settings import CLIENT_POOL_SIZE, SYNC_MAX_OVERFLOW, SYNC_POOL_SIZE, Settings
-from ..store import queries, submit
+from ..store import pg, queries, submit
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
 from ..store.migrate import SCHEMA, migrate
 from . import _dbos_compat as compat
@@ -171,6 +171,7 @@ class AgentRuntime:
                 "pool_pre_ping": False,
             },
         )
+        pg.keep_on(asyncio.get_running_loop())  # where the workflows run (``store/pg``)
         self._parker = Parker(s.park_after())
         set_context(WorkerContext(self.agents, self.model, s, Ledger(ds), self._parker))
         _dbos_recovery.install()  # this worker's pending sessions re-enqueued in chunks
@@ -367,6 +368,7 @@ class AgentRuntime:
         await asyncio.to_thread(
             DBOS.destroy, workflow_completion_timeout_sec=math.ceil(workflow_completion_timeout_sec)
         )
+        await pg.close_idle()  # the hot path's kept connections, back to their pool
         set_context(None)
         if self._client is not None:
             self._client.destroy()

@@ -357,11 +357,14 @@ async def attempt(
             _record=record,
         )
     finally:
-        await _release(conn, raw, key if exclusive and locked else None)
+        await _release(engine, conn, raw, key if exclusive and locked else None)
 
 
-async def _release(conn: AsyncConnection | None, raw: pg.Driver | None, key: int | None) -> None:
-    """Unlock and return the connection; a broken one is discarded (its lock died with it)."""
+async def _release(
+    engine: AsyncEngine, conn: AsyncConnection | None, raw: pg.Driver | None, key: int | None
+) -> None:
+    """Unlock and return the connection; a broken one is discarded (its lock died with it),
+    and one that could not be unlocked too (a lock must never outlive its attempt)."""
     if conn is None or raw is None:
         return
     try:
@@ -370,9 +373,10 @@ async def _release(conn: AsyncConnection | None, raw: pg.Driver | None, key: int
     except Exception:
         with contextlib.suppress(Exception):
             await conn.invalidate()
-    finally:
-        with contextlib.suppress(Exception):
             await conn.close()
+        return
+    with contextlib.suppress(Exception):
+        await pg.release(engine, conn, raw)
 
 
 # --- reads --------------------------------------------------------------------------------

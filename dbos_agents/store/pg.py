@@ -11,6 +11,8 @@ connection bound in settings holds.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -45,8 +47,46 @@ async def execute(db: Db, stmt: Stmt) -> sa.Result[Any]:
     return await db.execute(sa.text(sql), dict(params))
 
 
+KEEP = 4
+"""Autocommit connections kept checked out between uses, per engine, on the event loop
+that runs the workflows (``keep_on``).
+
+A checkout from SQLAlchemy's async pool and its return cost ~75 us of CPU (greenlet
+switches, the isolation level set and reset, the pool's events), and a turn takes two or
+three: a tenth of the event loop's time while 1,000 sessions recover. Kept ones are
+handed out again with no such work (and their prepared statements with them); they stay
+counted in the pool (checked out), which is why only a few are kept. ``close_idle``
+returns them (``AgentRuntime.shutdown``)."""
+
+_idle: dict[tuple[AsyncEngine, asyncio.AbstractEventLoop], list[tuple[AsyncConnection, Driver]]]
+_idle = {}
+_keeping: set[asyncio.AbstractEventLoop] = set()
+
+
+def keep_on(loop: asyncio.AbstractEventLoop) -> None:
+    """Keep connections released on ``loop`` (the worker's, from ``AgentRuntime.launch``);
+    on any other loop they go back to the pool, which closes them properly however long
+    that loop lives."""
+    _keeping.add(loop)
+
+
+def _usable(raw: Driver) -> bool:
+    return (
+        not (raw.broken or raw.closed)
+        and raw.autocommit
+        and raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    )
+
+
 async def checkout(engine: AsyncEngine, *, autocommit: bool) -> tuple[AsyncConnection, Driver]:
-    """A pooled connection and its psycopg driver; close the first to return both."""
+    """A pooled connection and its psycopg driver; ``release`` returns both."""
+    if autocommit:
+        kept = _idle.get((engine, asyncio.get_running_loop()))
+        while kept:
+            conn, driver_conn = kept.pop()
+            if _usable(driver_conn):
+                return conn, driver_conn
+            await _close(conn, driver_conn)
     conn = await engine.connect()
     try:
         if autocommit:
@@ -59,19 +99,52 @@ async def checkout(engine: AsyncEngine, *, autocommit: bool) -> tuple[AsyncConne
     return conn, raw
 
 
+async def release(engine: AsyncEngine, conn: AsyncConnection, raw: Driver) -> None:
+    """Return a connection from ``checkout``: kept for the next one when it is a healthy
+    autocommit connection and fewer than ``KEEP`` are kept; otherwise to the pool (a
+    broken one invalidated, so the pool never hands it out again)."""
+    loop = asyncio.get_running_loop()
+    if loop in _keeping and _usable(raw):
+        kept = _idle.setdefault((engine, loop), [])
+        if len(kept) < KEEP:
+            kept.append((conn, raw))
+            return
+    await _close(conn, raw)
+    if raw.broken or raw.closed:  # the server went away: the kept ones went with it
+        await close_idle(engine)
+
+
+async def _close(conn: AsyncConnection, raw: Driver) -> None:
+    try:
+        if raw.broken or raw.closed:
+            await conn.invalidate()
+    finally:
+        await conn.close()
+
+
+async def close_idle(engine: AsyncEngine | None = None) -> int:
+    """Return the connections kept on this event loop (of ``engine``; of every engine, and
+    stop keeping any here, when None) to their pools; returns how many."""
+    loop = asyncio.get_running_loop()
+    if engine is None:
+        _keeping.discard(loop)
+    closed = 0
+    for key in [k for k in _idle if k[1] is loop and (engine is None or k[0] is engine)]:
+        for conn, raw in _idle.pop(key):
+            with contextlib.suppress(Exception):
+                await _close(conn, raw)
+            closed += 1
+    return closed
+
+
 @asynccontextmanager
 async def driver(engine: AsyncEngine, *, autocommit: bool = False) -> AsyncIterator[Driver]:
-    """A pooled connection's psycopg driver. A connection left broken by a failure is
-    invalidated, so the pool never hands it out again."""
+    """A pooled connection's psycopg driver (see ``checkout`` and ``release``)."""
     conn, raw = await checkout(engine, autocommit=autocommit)
     try:
         yield raw
-    except BaseException:
-        if raw.broken or raw.closed:
-            await conn.invalidate()
-        raise
     finally:
-        await conn.close()
+        await release(engine, conn, raw)
 
 
 async def fetch(pg: Driver, stmt: Stmt) -> list[Any]:
@@ -132,5 +205,5 @@ async def transaction(engine: AsyncEngine) -> AsyncIterator[Batch]:
     """One transaction, pipelined: BEGIN, every statement sent and COMMIT cost one round
     trip unless a result is read in between. The first failing statement raises (and the
     transaction rolls back)."""
-    async with driver(engine) as pg, pg.pipeline(), pg.transaction():
+    async with driver(engine, autocommit=True) as pg, pg.pipeline(), pg.transaction():
         yield Batch(pg)
