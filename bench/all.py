@@ -717,8 +717,16 @@ def main() -> None:
     p.add_argument("--no-peers", action="store_true", help="skip bench/peers (no peers venv)")
     p.add_argument("--note", help="a note for the report, e.g. what else the machine was doing")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the markdown report to write")
+    p.add_argument(
+        "--render-only",
+        action="store_true",
+        help="measure nothing: rewrite the report and plots from the last run's results.json",
+    )
     args = p.parse_args()
     require_matplotlib()
+    if args.render_only:
+        render_saved(args.out.resolve())
+        return
 
     base = QUICK if args.quick else DEFAULT
     sizes = Sizes(
@@ -750,6 +758,32 @@ def main() -> None:
     load_after = loadavg()
     note = busy_note(load_before, args.note)
 
+    meta = {
+        "command": command,
+        "started_utc": started.isoformat(timespec="seconds"),
+        "wall_s": round(wall, 1),
+        "sizes": asdict(sizes),
+        "machine": host,
+        "loadavg": {"before": load_before, "after": load_after},
+        "note": note,
+    }
+    (img_dir / "results.json").write_text(json.dumps({**meta, "results": results}, indent=1))
+    write_report(out, {**meta, "results": results})
+
+
+def render_saved(out: Path) -> None:
+    """``--render-only``: the report of the run saved next to ``out``, rendered again (a
+    change to the report's code shows without measuring again)."""
+    saved = out.parent / out.stem / "results.json"
+    if not saved.exists():
+        sys.exit(f"[bench/all] no saved run at {saved}: run the benchmarks first")
+    write_report(out, json.loads(saved.read_text()))
+
+
+def write_report(out: Path, run: dict[str, Any]) -> None:
+    """The plots and the markdown of one run (``results.json``'s content)."""
+    img_dir = out.parent / out.stem
+    results = run["results"]
     rows = turn_rows(results)
     floors = {"turn_overhead": floor_of(rows, "turn_overhead"), "peers": floor_of(rows, "peers")}
     plot_turns(rows, floors, img_dir / "ms_per_turn.png")
@@ -762,30 +796,16 @@ def main() -> None:
         },
         img_dir / "submit_resume.png",
     )
-    meta = {
-        "command": command,
-        "started_utc": started.isoformat(timespec="seconds"),
-        "wall_s": round(wall, 1),
-        "sizes": asdict(sizes),
-        "machine": host,
-        "loadavg": {"before": load_before, "after": load_after},
-        "note": note,
-    }
-    (img_dir / "results.json").write_text(json.dumps({**meta, "results": results}, indent=1))
-    try:
-        rel = img_dir.relative_to(out.parent).as_posix()
-    except ValueError:
-        rel = img_dir.as_posix()
     md = report(
         results,
-        command=command,
-        sizes=sizes,
-        started=started,
-        wall_s=wall,
-        host=host,
-        load=(load_before, load_after),
-        note=note,
-        img_dir=rel,
+        command=run["command"],
+        sizes=Sizes(**{**asdict(DEFAULT), "rounds": 1, **run["sizes"]}),
+        started=dt.datetime.fromisoformat(run["started_utc"]),
+        wall_s=run["wall_s"],
+        host=run["machine"],
+        load=(run["loadavg"]["before"], run["loadavg"]["after"]),
+        note=run["note"],
+        img_dir=img_dir.name,
     )
     out.write_text(md)
     print(md)

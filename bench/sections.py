@@ -65,14 +65,26 @@ def start_section(res: dict[str, Any]) -> list[str]:
     ]
 
 
+GOAL_PARKED = 10_000
+"""The parked goals (RSS per session, submit -> resume p50 and p99) are set for this many
+waiting sessions; a smaller run is shown but not judged against them (a baseline's growth
+spread over fewer sessions weighs more per session)."""
+
+
 def parked_section(f: dict[str, Any]) -> list[str]:
     """bench/parked.py: N sessions waiting in one worker, then a burst of submits."""
+    at_size = f["parked"] >= GOAL_PARKED
+
+    def judged(ok: bool) -> str:
+        return met(ok) if at_size else f"n/a ({f['parked']} waiting)"
+
     rows = [
         ("time to park (first start -> last armed)",
          f"{f['park_s']:.1f} s ({f['park_rate']:.0f}/s, worker CPU {f['park_worker_cpu_s']:.1f} s)",
          "", ""),
         ("RSS above the launch baseline per waiting session",
-         f"{f['rss_kb_per_session']:.1f} KB", "<= 20 KB", met(f["rss_kb_per_session"] <= 20)),
+         f"{f['rss_kb_per_session']:.1f} KB", "<= 20 KB at 10,000",
+         judged(f["rss_kb_per_session"] <= 20)),
         ("OS threads: baseline / parked / max seen",
          f"{f['baseline_threads']} / {f['parked_threads']} / {f['max_threads']}", "<= 64",
          met(f["max_threads"] <= 64)),
@@ -82,9 +94,9 @@ def parked_section(f: dict[str, Any]) -> list[str]:
          f"{f['idle_cpu_pct']:.1f} % of a core (before parking {f['base_idle_cpu_pct']:.1f} %)",
          "", ""),
         (f"submit -> run finished p50 ({f['samples']} sequential)", f"{f['p50_ms']:.1f} ms",
-         "<= 20 ms", met(f["p50_ms"] <= 20)),
-        ("submit -> run finished p99", f"{f['p99_ms']:.1f} ms", "<= 100 ms",
-         met(f["p99_ms"] <= 100)),
+         "<= 20 ms at 10,000", judged(f["p50_ms"] <= 20)),
+        ("submit -> run finished p99", f"{f['p99_ms']:.1f} ms", "<= 100 ms at 10,000",
+         judged(f["p99_ms"] <= 100)),
         (f"burst of {f['burst']} submits: drain rate", f"{f['drain_per_s']:.1f} sessions/s",
          ">= 60/s", met(f["drain_per_s"] >= 60)),
         ("burst: worker CPU per resumed turn", f"{f['cpu_ms_per_turn']:.1f} ms", "", ""),
