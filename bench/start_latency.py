@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from typing import Any
 
-from dbos import DBOS, DBOSClient, EnqueueOptions
+from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 from rich.console import Console
 from rich.table import Table
 
@@ -88,7 +88,7 @@ def hook_run_event() -> None:
         await original(*args, **kwargs)
         marks["event_done"] = time.perf_counter()
 
-    run_bounds.end = end  # type: ignore[assignment]
+    run_bounds.end = end
 
 
 def pct(xs: Sequence[float], q: float) -> float:
@@ -163,7 +163,7 @@ async def run(url: str, sessions: int, poll: float) -> dict[str, Any]:
         marks.clear()
         c0, t0 = cpu(), time.perf_counter()
         opts: EnqueueOptions = {"queue_name": RAW_QUEUE, "workflow_name": "bench.start.raw"}
-        h = await asyncio.to_thread(dbos_client.enqueue, opts)
+        h: WorkflowHandle[Any] = await asyncio.to_thread(dbos_client.enqueue, opts)
         await (await DBOS.retrieve_workflow_async(h.workflow_id)).get_result(
             polling_interval_sec=0.001
         )
