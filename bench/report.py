@@ -1,0 +1,328 @@
+"""The report of a bench/all.py run: docs/benchmarks.md and its plots, from the results.
+
+``write_report`` renders a run's ``results.json`` content; ``render_saved`` renders the last
+saved run again (``python bench/all.py --render-only``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from machine import pkg_version
+from sections import parked_section, parking_section, recovery_section, start_section
+from turns import TurnRow, floor_of, pct, plot_submit, plot_turns, ratio, turn_rows
+
+OURS = "dbos-agents: model turn + side-effecting tool call"  # row labels in turn_overhead.py
+MIX = "raw DBOS: 2 steps + 2 datasource tx"
+LANGGRAPH = "LangGraph + AsyncPostgresSaver (default durability)"  # row label in peers
+PRIMARY = "submit -> run finished (workflow_status.updated_at)"  # submit_latency.py metrics
+TOOL_MSG = "submit -> tool message recorded (next model step began its write)"
+SUBMIT_CALL = "submit call itself (client.submit_tool_result)"
+RAW_PRIMARY = "send -> workflow finished (workflow_status.updated_at)"
+RAW_CALL = "send call itself (DBOSClient.send)"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each benchmark measures (after its own warm-up)."""
+
+    sessions: int  # turn_overhead: sessions per path
+    peer_sessions: int  # peers: sessions per system
+    turns: int  # tool-calling turns per session, the same for ours and the peers
+    sequential: int  # submit_latency: sequential sessions
+    raw: int  # submit_latency: raw-DBOS recv/send iterations
+    starts: int  # start_latency: sessions per path
+    parked: int  # parked: sessions waiting in one worker
+    burst: int  # parked: submits at once
+    recovery: int  # recovery: sessions in flight at the SIGKILL
+    rounds: int  # turn_overhead and the peers, alternated this many times
+
+
+DEFAULT = Sizes(
+    sessions=30, peer_sessions=30, turns=10, sequential=300, raw=100, starts=200,
+    parked=2000, burst=1000, recovery=1000, rounds=3,
+)  # fmt: skip
+QUICK = Sizes(
+    sessions=5, peer_sessions=3, turns=10, sequential=30, raw=10, starts=20,
+    parked=200, burst=100, recovery=100, rounds=1,
+)  # fmt: skip
+
+
+def table(header: Sequence[str], body: Sequence[Sequence[str]], right_from: int = 1) -> str:
+    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def rounds_table(rows: list[TurnRow], rounds: int) -> list[str]:
+    """Each round's medians side by side, and ours against LangGraph's default, round by
+    round: the two are within noise of each other, so one run settles nothing."""
+    if rounds < 2 or not any(r.source == "peers" for r in rows):
+        return []
+    shown = sorted(rows, key=lambda r: (r.floor, r.source != "turn_overhead", r.median))
+    ours = next(r for r in rows if r.system == OURS)
+    lg = next((r for r in rows if r.system == LANGGRAPH), None)
+    body = []
+    for i in range(rounds):
+        line = [str(i + 1), *(f"{r.rounds_ms[i]:.2f}" for r in shown)]
+        if lg is not None:
+            line.append(f"{ours.rounds_ms[i] / lg.rounds_ms[i]:.2f}")
+        body.append(line)
+    out = [
+        f"Round by round ({rounds} rounds, alternated: every other round ran the peers first;"
+        " the table above shows the median of the rounds' medians), ms per turn:",
+        "",
+        table(
+            (
+                "round",
+                *(f"{r.system} [{r.source}]" for r in shown),
+                *(["dbos-agents / LangGraph default"] if lg is not None else []),
+            ),
+            body,
+        ),
+        "",
+    ]
+    if lg is not None:
+        faster = sum(o < x for o, x in zip(ours.rounds_ms, lg.rounds_ms, strict=True))
+        out += [
+            f"dbos-agents was faster per turn than LangGraph + AsyncPostgresSaver (default"
+            f" durability) in **{faster} of {rounds}** rounds.",
+            "",
+        ]
+    return out
+
+
+def report(
+    results: dict[str, Any],
+    *,
+    command: str,
+    sizes: Sizes,
+    started: dt.datetime,
+    wall_s: float,
+    host: dict[str, str],
+    load: tuple[str, str],
+    note: str | None,
+    img_dir: str,
+) -> str:
+    """The markdown of docs/benchmarks.md."""
+    rows = turn_rows(results)
+    floor_a = floor_of(rows, "turn_overhead")
+    assert floor_a is not None, "bench/turn_overhead.py always measures its floor"
+    floor_b = floor_of(rows, "peers")
+    sub = results["submit_latency"]
+    seq, raw = sub["samples_ms"]["sequential"], sub["samples_ms"]["raw"]
+    raw_p50 = pct(raw[RAW_PRIMARY], 50)
+    ours = next(r for r in rows if r.system == OURS)
+    mix = next(r for r in rows if r.system == MIX)
+
+    versions: dict[str, str] = {
+        "dbos": pkg_version("dbos"),
+        "dbos-agents": pkg_version("dbos-agents"),
+        "matplotlib": pkg_version("matplotlib"),
+    }
+    peer_versions: dict[str, str] = {}
+    for r in results["peers"]:
+        peer_versions.update(r["versions"])
+
+    out = [
+        "# Benchmarks",
+        "",
+        f"Generated by `{command}` on {started:%Y-%m-%d %H:%M} UTC in {wall_s:.0f} s"
+        " (do not edit by hand: rerun the command). Every ratio divides by a floor measured in"
+        " the same run, so it compares like with like on whatever the machine was doing;"
+        " tests never assert on wall-clock time. Raw results: "
+        f"[`{img_dir}/results.json`]({img_dir}/results.json).",
+        "",
+    ]
+    if note:
+        out += [f"> **Note.** {note}", ""]
+    out += [
+        "## Machine",
+        "",
+        table(
+            ("", ""),
+            [
+                *host.items(),
+                ("Load average (1/5/15 min)", f"{load[0]} before, {load[1]} after"),
+            ],
+            right_from=2,
+        ),
+        "",
+        "## Versions",
+        "",
+        table(
+            ("package", "version", "where"),
+            [(k, v, "this venv") for k, v in versions.items()]
+            + [(k, v, "bench/peers/.venv") for k, v in sorted(peer_versions.items())],
+            right_from=3,
+        ),
+        "",
+        "## Command and sizes",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        f"turn_overhead: {sizes.sessions} sessions per path; peers: {sizes.peer_sessions} sessions"
+        f" per system, in {sizes.rounds} alternated round(s); both {sizes.turns} tool-calling turns + an answer per session, after one"
+        f" warm-up session. submit_latency: {sizes.sequential} sequential sessions interleaved"
+        f" with {sizes.raw} raw recv/send iterations, after one warm-up of each.",
+        "",
+        "## ms per turn",
+        "",
+        "One turn is one model call plus one side-effecting tool call (scripted model, no"
+        " network). Agent systems: session wall time / model calls (turns + 1); raw-DBOS rows:"
+        " wall time / turns. Two raw-DBOS 2-step floors were measured in this run:"
+        " **floor A** in bench/turn_overhead.py's process"
+        f" ({floor_a:.2f} ms)"
+        + (
+            f" and **floor B** in the peers' Pydantic AI process ({floor_b:.2f} ms)"
+            if floor_b
+            else ""
+        )
+        + ". Each row's headline ratio uses the"
+        " floor from its own process (A for turn_overhead rows, B for peers rows); the other"
+        " column is there to show how far apart the two floors are.",
+        "",
+        table(
+            ("system", "measured in", "median ms", "p90 ms", "x floor A", "x floor B"),
+            [
+                (
+                    f"**{r.system}**" if r.system == OURS else r.system,
+                    r.source,
+                    f"{r.median:.2f}",
+                    f"{r.p90:.2f}",
+                    ratio(r.median, floor_a),
+                    ratio(r.median, floor_b),
+                )
+                for r in rows
+            ],
+            right_from=2,
+        ),
+        "",
+        f"Headline: dbos-agents is **{ratio(ours.median, floor_a)}x** the raw-DBOS 2-step floor"
+        f" (floor A) and {ratio(ours.median, mix.median)}x the same-mix floor ({mix.system},"
+        " i.e. what dbos-agents' own code adds on top of DBOS doing the same writes)"
+        + "".join(
+            f"; {r.system} is {ratio(r.median, floor_b)}x (floor B)"
+            for r in rows
+            if r.source == "peers" and not r.floor
+        )
+        + ".",
+        "",
+        *rounds_table(rows, results.get("rounds", 1)),
+        f"![ms per turn per system]({img_dir}/ms_per_turn.png)",
+        "",
+        "## Client-tool submit -> resume",
+        "",
+        "Sequential: one session at a time waits in a client tool, is armed in `recv`, and is"
+        ' submitted to through `AgentClient.submit_tool_result`; "resumed" means DBOS recorded'
+        " the run's outcome (`workflow_status.updated_at`), which includes the wake-up, the tool"
+        " result write, one more model turn and the run's end. The floor is a raw DBOS workflow"
+        " in `recv_async` woken by `DBOSClient.send`, interleaved with it in the same process.",
+        "",
+        table(
+            ("metric (ms)", "n", "p50", "p90", "p99", "max", "p50 x floor"),
+            [
+                (
+                    name,
+                    str(len(xs)),
+                    *(f"{pct(xs, q):.1f}" for q in (50, 90, 99)),
+                    f"{max(xs):.1f}",
+                    ratio(pct(xs, 50), raw_p50) if vs_floor else "",
+                )
+                for name, xs, vs_floor in (
+                    (f"**dbos-agents: {PRIMARY}**", seq[PRIMARY], True),
+                    (f"dbos-agents: {TOOL_MSG}", seq[TOOL_MSG], True),
+                    (f"dbos-agents: {SUBMIT_CALL}", seq[SUBMIT_CALL], False),
+                    (f"raw DBOS floor: {RAW_PRIMARY}", raw[RAW_PRIMARY], True),
+                    (f"raw DBOS floor: {RAW_CALL}", raw[RAW_CALL], False),
+                )
+            ],
+        ),
+        "",
+        f"Headline: submit -> resume p50 is **{ratio(pct(seq[PRIMARY], 50), raw_p50)}x** the raw"
+        " DBOS send -> recv floor's p50 measured alongside it."
+        + (
+            f" With {len(seq[PRIMARY])} samples p99 is close to the maximum; a larger"
+            " `--sequential` gives a meaningful tail."
+            if len(seq[PRIMARY]) < 200
+            else ""
+        ),
+        "",
+        f"![submit -> resume latency]({img_dir}/submit_resume.png)",
+        "",
+        *start_section(results["start_latency"]),
+        *parked_section(results["parked"]["figures"]),
+        *parking_section(results["parked"]["figures"], results["in_memory"]["figures"]),
+        *recovery_section(results["recovery"]),
+        "## What each benchmark is",
+        "",
+        "- `bench/turn_overhead.py`: dbos-agents' durable loop (a model step that records the"
+        " turn and the previous results in one transaction, then a tool step) against raw DBOS workflows doing 2 steps per turn, and 2"
+        " steps + 2 datasource transactions per turn, interleaved session by session.",
+        "- `bench/peers/run.py`: the same conversation on other durable agent stacks, each in"
+        " its own process and database under bench/peers/.venv:",
+        *(f"  - {r['system']}: {r['measures']}" for r in results["peers"]),
+        "- `bench/submit_latency.py --concurrent 0`: the sequential section and the raw floor"
+        " (run it alone for the 1,000-waiting-sessions section and `await handle.result()`).",
+        "- `bench/start_latency.py`: a one-turn session at a time, started in the worker and"
+        " through `AgentClient`, interleaved with raw DBOS starts (direct and enqueued).",
+        "- `bench/parked.py`: many sessions waiting on a client tool in one worker process"
+        " (RSS, threads, connections), submits while they wait, then a burst; run twice,"
+        " with the default `park_after_sec` and with `--park-after never`.",
+        "- `bench/recovery.py`: SIGKILL a worker with sessions in flight on a private"
+        " cluster, restart it, count duplicate effects.",
+        "- `bench/http_submit.py` (HTTP submit throughput through `dbos-agents serve`) needs a"
+        " worker and a server process and is run on its own.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def render_saved(out: Path) -> None:
+    """``--render-only``: the report of the run saved next to ``out``, rendered again (a
+    change to the report's code shows without measuring again)."""
+    saved = out.parent / out.stem / "results.json"
+    if not saved.exists():
+        sys.exit(f"[bench/all] no saved run at {saved}: run the benchmarks first")
+    write_report(out, json.loads(saved.read_text()))
+
+
+def write_report(out: Path, run: dict[str, Any]) -> None:
+    """The plots and the markdown of one run (``results.json``'s content)."""
+    img_dir = out.parent / out.stem
+    results = run["results"]
+    rows = turn_rows(results)
+    floors = {"turn_overhead": floor_of(rows, "turn_overhead"), "peers": floor_of(rows, "peers")}
+    plot_turns(rows, floors, img_dir / "ms_per_turn.png")
+    sub = results["submit_latency"]["samples_ms"]
+    plot_submit(
+        {
+            "dbos-agents: submit -> run finished": sub["sequential"][PRIMARY],
+            "dbos-agents: submit -> tool message recorded": sub["sequential"][TOOL_MSG],
+            "raw DBOS: send -> workflow finished": sub["raw"][RAW_PRIMARY],
+        },
+        img_dir / "submit_resume.png",
+    )
+    md = report(
+        results,
+        command=run["command"],
+        sizes=Sizes(**{**asdict(DEFAULT), "rounds": 1, **run["sizes"]}),
+        started=dt.datetime.fromisoformat(run["started_utc"]),
+        wall_s=run["wall_s"],
+        host=run["machine"],
+        load=(run["loadavg"]["before"], run["loadavg"]["after"]),
+        note=run["note"],
+        img_dir=img_dir.name,
+    )
+    out.write_text(md)
+    print(md)
+    print(f"[bench/all] wrote {out} and {img_dir}/", file=sys.stderr)
