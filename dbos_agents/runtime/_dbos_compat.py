@@ -166,6 +166,13 @@ def quoted_system_schema() -> str:
     return quoted(str(_system_database().schema))
 
 
+def sharded(sys_db: Any) -> bool:
+    """Whether the system database addresses workflow rows by shard key
+    (``SystemDatabase._key_column``): our own statements on ``workflow_status`` do not, so
+    there DBOS's per-workflow paths are kept."""
+    return sys_db._key_column(sys_db.tables.workflow_status) is not None
+
+
 def replace_on_system_database(name: str, build: Callable[[Any, Any], Any]) -> None:
     """Replace the launched system database's method ``name`` with ``build(sys_db,
     original)``, once (a second call is a no-op); a sharded system database addresses rows

@@ -20,7 +20,14 @@ import sqlalchemy as sa
 from dbos._sys_db import WorkflowStatusString
 
 from . import _dbos_replay
-from ._dbos_compat import _any_of, _instance, _system_database, quoted_system_schema, unread_topics
+from ._dbos_compat import (
+    _any_of,
+    _instance,
+    _system_database,
+    quoted_system_schema,
+    sharded,
+    unread_topics,
+)
 from ._dbos_replay import Recorded
 
 
@@ -204,7 +211,7 @@ def claim_parked(claims: list[tuple[str, str | None, str]]) -> dict[str, Claimed
     with sys_db.engine.connect() as conn:
         conn.execution_options(isolation_level="AUTOCOMMIT")  # one statement: one round trip
         rows = conn.execute(status_stmt(sys_db, _CLAIM), params).all()
-    if sys_db._key_column(sys_db.tables.workflow_status) is not None:
+    if sharded(sys_db):
         # A sharded database: its status carries a shard key, which DBOS's read fills in.
         ids = [str(r.workflow_uuid) for r in rows]
         statuses = sys_db.get_workflow_statuses(ids)

@@ -15,7 +15,7 @@ failed chunk keep DBOS's per-workflow path.
 Private DBOS names used: ``dbos._dbos.startup_recovery_thread`` (replaced before launch),
 ``GlobalParams.executor_id``/``app_version``, ``INTERNAL_QUEUE_NAME``, the instance's
 ``background_thread_stop_events`` and ``_sys_db`` (``engine``, ``tables``,
-``get_pending_workflows``, ``_key_column``), ``DBOS._recover_pending_workflows``.
+``get_pending_workflows``), ``DBOS._recover_pending_workflows``; ``_dbos_compat.sharded``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dbos import _recovery
 from dbos._sys_db import WorkflowStatusString
 from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams
 
-from ._dbos_compat import _any_of, _system_database
+from ._dbos_compat import _any_of, _system_database, sharded
 
 log = logging.getLogger("dbos_agents")
 
@@ -39,10 +39,6 @@ CHUNK = 1000
 
 _PENDING = WorkflowStatusString.PENDING.value
 _ENQUEUED = WorkflowStatusString.ENQUEUED.value
-
-
-def _sharded(sys_db: Any) -> bool:
-    return sys_db._key_column(sys_db.tables.workflow_status) is not None
 
 
 def reenqueue(sys_db: Any, ids: list[str], executor_ids: list[str]) -> int:
@@ -76,7 +72,7 @@ _dbos_startup_recovery = _recovery.startup_recovery_thread
 
 def _startup_recovery(dbos: Any, pending: list[Any]) -> None:
     """``startup_recovery_thread`` (run on DBOS's executor at launch), in chunks."""
-    if not pending or _sharded(dbos._sys_db):
+    if not pending or sharded(dbos._sys_db):
         _dbos_startup_recovery(dbos, pending)
         return
     stop = threading.Event()
@@ -107,7 +103,7 @@ def recover_pending_workflows(executor_ids: list[str]) -> list[str]:
     their queues, or DBOS's internal one; its dequeue admits exactly one runner per
     workflow. Returns their ids. (``DBOS._recover_pending_workflows``, in chunks.)"""
     sys_db = _system_database()
-    if _sharded(sys_db):
+    if sharded(sys_db):
         from dbos import DBOS
 
         return [h.workflow_id for h in DBOS._recover_pending_workflows(executor_ids)]

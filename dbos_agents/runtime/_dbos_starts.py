@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from dbos._sys_db import WorkflowStatusString
 
 from . import drain
-from ._dbos_compat import _system_database, claims_without_limits
+from ._dbos_compat import _system_database, claims_without_limits, sharded
 from ._dbos_parking import (
     NOW_MS,
     STATUS_COLUMNS,
@@ -118,7 +118,7 @@ def local_start(queue_name: str) -> LocalStart | None:
         sys_db = _system_database()
     except Exception:  # DBOS not launched in this process
         return None
-    if sys_db._key_column(sys_db.tables.workflow_status) is not None:
+    if sharded(sys_db):
         return None
     if not claims_without_limits(queue_name):
         return None
