@@ -154,7 +154,7 @@ def install_script_hook() -> None:
 
     async def script(engine: Any, stmts: Any) -> None:
         record("pg.script>")
-        async with pg.driver(engine, autocommit=True) as conn:
+        async with pg.driver(engine) as conn:
             record("pg.script checked out")
             cur = psycopg.AsyncClientCursor(conn)
             try:

@@ -133,7 +133,7 @@ class Ledger:
         """The result an attempt of this call committed, if any (a replay's read)."""
 
         async def read() -> dict[str, Any] | None:
-            async with pg.driver(self.ds.engine, autocommit=True) as conn:
+            async with pg.driver(self.ds.engine) as conn:
                 rows = await pg.fetch(conn, calls.recorded_stmt(session_id, tool_call_id))
             return dict(rows[0].result) if rows and rows[0].result is not None else None
 
@@ -162,7 +162,7 @@ class Ledger:
         (if anything), and the late answers the model has not seen yet."""
 
         async def read() -> tuple[dict[str, Any] | None, list[Message]]:
-            async with pg.driver(self.ds.engine, autocommit=True) as conn:
+            async with pg.driver(self.ds.engine) as conn:
                 (row,) = await pg.fetch(conn, transcript.turn_state_stmt(spec, turn))
             recorded, late = transcript.turn_state(row)
             return recorded, late_notices(late)

@@ -42,7 +42,7 @@ async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
     async def replayed() -> BeginResult | None:
         """A resumed execution's begin, read (one round trip, nothing locked or written);
         None when the run had not begun after all."""
-        async with pg.driver(engine, autocommit=True) as conn, conn.pipeline():
+        async with pg.driver(engine) as conn, conn.pipeline():
             batch = pg.Batch(conn)
             state_cur = await batch.send(transcript.run_state_stmt(spec))
             read = await batch.send(transcript.read_begun_stmt(spec))
@@ -58,7 +58,7 @@ async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
     async def write() -> BeginResult:
         if execution.replay_likely() and (done := await replayed()) is not None:
             return done
-        async with pg.driver(engine, autocommit=True) as conn, conn.pipeline():
+        async with pg.driver(engine) as conn, conn.pipeline():
             batch = pg.Batch(conn)
             await batch.send(("BEGIN", {}))
             upserted = await batch.send(sessions.begin_stmt(spec, workflow_id))

@@ -281,7 +281,7 @@ async def attempt(
             with contextlib.suppress(Exception):  # often closed already by the failure
                 await old.invalidate()
                 await old.close()
-        conn, raw = await pg.checkout(engine, autocommit=True)
+        conn, raw = await pg.checkout(engine)
         return raw
 
     async def wait_for_lock(c: pg.Driver) -> None:

@@ -78,19 +78,19 @@ def _usable(raw: Driver) -> bool:
     )
 
 
-async def checkout(engine: AsyncEngine, *, autocommit: bool) -> tuple[AsyncConnection, Driver]:
-    """A pooled connection and its psycopg driver; ``release`` returns both."""
-    if autocommit:
-        kept = _idle.get((engine, asyncio.get_running_loop()))
-        while kept:
-            conn, driver_conn = kept.pop()
-            if _usable(driver_conn):
-                return conn, driver_conn
-            await _close(conn, driver_conn)
+async def checkout(engine: AsyncEngine) -> tuple[AsyncConnection, Driver]:
+    """A pooled connection in autocommit and its psycopg driver; ``release`` returns both.
+    Every statement commits as it returns; a transaction is an explicit ``BEGIN`` (or the
+    driver's ``transaction()``), as in ``transaction`` below."""
+    kept = _idle.get((engine, asyncio.get_running_loop()))
+    while kept:
+        conn, driver_conn = kept.pop()
+        if _usable(driver_conn):
+            return conn, driver_conn
+        await _close(conn, driver_conn)
     conn = await engine.connect()
     try:
-        if autocommit:
-            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
         raw = (await conn.get_raw_connection()).driver_connection
     except BaseException:
         await conn.close()
@@ -138,9 +138,10 @@ async def close_idle(engine: AsyncEngine | None = None) -> int:
 
 
 @asynccontextmanager
-async def driver(engine: AsyncEngine, *, autocommit: bool = False) -> AsyncIterator[Driver]:
-    """A pooled connection's psycopg driver (see ``checkout`` and ``release``)."""
-    conn, raw = await checkout(engine, autocommit=autocommit)
+async def driver(engine: AsyncEngine) -> AsyncIterator[Driver]:
+    """A pooled connection's psycopg driver, in autocommit (see ``checkout`` and
+    ``release``)."""
+    conn, raw = await checkout(engine)
     try:
         yield raw
     finally:
@@ -173,7 +174,7 @@ async def script(engine: AsyncEngine, stmts: Sequence[Stmt]) -> None:
     multi-statement query, which Postgres runs as one implicit transaction: all or
     nothing, one round trip, and a fraction of a pipeline's CPU (no per-statement
     protocol messages). For writes whose results nobody reads."""
-    async with driver(engine, autocommit=True) as pg:
+    async with driver(engine) as pg:
         cur = psycopg.AsyncClientCursor(pg)
         try:
             text = ";\n".join(cur.mogrify(psycopg_sql(sql), params) for sql, params in stmts)
@@ -205,5 +206,5 @@ async def transaction(engine: AsyncEngine) -> AsyncIterator[Batch]:
     """One transaction, pipelined: BEGIN, every statement sent and COMMIT cost one round
     trip unless a result is read in between. The first failing statement raises (and the
     transaction rolls back)."""
-    async with driver(engine, autocommit=True) as pg, pg.pipeline(), pg.transaction():
+    async with driver(engine) as pg, pg.pipeline(), pg.transaction():
         yield Batch(pg)

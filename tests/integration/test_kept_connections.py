@@ -37,10 +37,10 @@ async def _backend(raw: pg.Driver) -> int:
 
 
 async def test_a_connection_is_kept_and_handed_out_again(engine: AsyncEngine) -> None:
-    async with pg.driver(engine, autocommit=True) as raw:
+    async with pg.driver(engine) as raw:
         first = await _backend(raw)
     assert _checked_out(engine) == 1  # kept, not returned
-    async with pg.driver(engine, autocommit=True) as raw:
+    async with pg.driver(engine) as raw:
         assert await _backend(raw) == first
         assert raw.autocommit
     await pg.script(engine, [("SELECT 1", {})])
@@ -56,7 +56,7 @@ async def test_nothing_is_kept_on_another_loop(integration_database_url: str) ->
     def elsewhere() -> int:
         async def use() -> int:
             e = create_async_engine(sqlalchemy_url(integration_database_url))
-            async with pg.driver(e, autocommit=True) as raw:
+            async with pg.driver(e) as raw:
                 await _backend(raw)
             n = _checked_out(e)
             await e.dispose()
@@ -68,7 +68,7 @@ async def test_nothing_is_kept_on_another_loop(integration_database_url: str) ->
 
 
 async def test_at_most_keep_are_kept(engine: AsyncEngine) -> None:
-    leases = [await pg.checkout(engine, autocommit=True) for _ in range(pg.KEEP + 2)]
+    leases = [await pg.checkout(engine) for _ in range(pg.KEEP + 2)]
     for conn, raw in leases:
         await pg.release(engine, conn, raw)
     assert _checked_out(engine) == pg.KEEP
@@ -78,11 +78,11 @@ async def test_at_most_keep_are_kept(engine: AsyncEngine) -> None:
 async def test_a_broken_or_busy_connection_is_not_kept(
     engine: AsyncEngine, integration_database_url: str
 ) -> None:
-    conn, raw = await pg.checkout(engine, autocommit=True)
+    conn, raw = await pg.checkout(engine)
     await raw.execute("BEGIN")  # left inside a transaction: not reusable as it is
     await pg.release(engine, conn, raw)
     assert _checked_out(engine) == 0
-    leases = [await pg.checkout(engine, autocommit=True) for _ in range(3)]
+    leases = [await pg.checkout(engine) for _ in range(3)]
     victims = [await _backend(raw) for _, raw in leases]
     for conn, raw in leases:
         await pg.release(engine, conn, raw)
@@ -94,8 +94,8 @@ async def test_a_broken_or_busy_connection_is_not_kept(
     # fails (as a pooled one without a ping does), and all of them are dropped at once, so
     # the retry that follows does not meet the next dead one.
     with pytest.raises(psycopg.OperationalError):
-        async with pg.driver(engine, autocommit=True) as raw:
+        async with pg.driver(engine) as raw:
             await _backend(raw)
     assert _checked_out(engine) == 0
-    async with pg.driver(engine, autocommit=True) as raw:
+    async with pg.driver(engine) as raw:
         assert await _backend(raw) not in victims
