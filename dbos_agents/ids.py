@@ -6,13 +6,8 @@ import hashlib
 import uuid
 
 WORKFLOW_NAME = "dbos_agents.session.v4"
-"""What new runs start: the model turn, the server tools and the run's end (with the run's
-outcome event) replay from our own rows, not DBOS checkpoints (``runtime.execution``)."""
-WORKFLOW_NAME_V3 = "dbos_agents.session.v3"
-WORKFLOW_NAME_V2 = "dbos_agents.session.v2"
-WORKFLOW_NAME_V1 = "dbos_agents.session.v1"
-"""v1 to v3 stay registered, so runs started before an upgrade recover on their own step
-sequence."""
+"""The session workflow's registered name. Recovery finds a run's code by it, so it stays
+as long as its DBOS operation sequence does (docs/architecture.md, "Releases")."""
 INBOX_TOPIC = "dbos_agents.inbox"
 """Where a persistent session's workflow waits for its next user message."""
 START_CHANNEL = "dbos_agents_starts"

@@ -10,23 +10,6 @@ DBOS's row or our own: the turn's rows, a call's result row, each committed befo
 next operation starts.) An execution resuming a parked wait knows the same of every turn
 past those its begin read (``turn_is_new``).
 
-**Workflow versions.** Each version keeps the DBOS operation sequence it was started with,
-so a run recovers on the sequence it began with:
-
-| version | model turn | server tool | run's end (``finish_run``) |
-|---|---|---|---|
-| ``session.v1`` | DBOS step | DBOS step | datasource transaction |
-| ``session.v2`` | DBOS step | our result row | datasource transaction |
-| ``session.v3`` | our turn rows | our result row | fenced, idempotent plain write |
-| ``session.v4`` | as v3, with the turn's waits | as v3 | as v3, with the outcome event in it |
-
-``session.v4`` also drops three DBOS operations per run or wait: the turn's waits open in
-the model turn's transaction instead of a ``dispatch_waits`` datasource transaction, the
-outcome event is a row of the run's end script instead of ``DBOS.set_event``
-(``_dbos_events``), and a wait's timeout is computed from its absolute deadline instead of
-in a step (DBOS records the ``recv``'s own end on its first execution and keeps it on every
-later one).
-
 The state is one mutable cell per workflow execution, set on entry by the workflow; steps
 (and the concurrent tool calls' tasks, which copy the context) see the same cell.
 """
@@ -37,12 +20,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-LATEST = 4
-
 
 @dataclass
 class _Execution:
-    version: int
     ran: bool = False
     resumed: bool = False
     turns: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
@@ -54,10 +34,10 @@ class _Execution:
 _current: ContextVar[_Execution | None] = ContextVar("dbos_agents_execution", default=None)
 
 
-def begin_execution(*, version: int, resumed: bool = False) -> None:
+def begin_execution(*, resumed: bool = False) -> None:
     """Called first thing by the workflow body: nothing has run in this execution yet;
     ``resumed``: it re-executes a parked wait (``parking``), so it replays up to there."""
-    _current.set(_Execution(version=version, resumed=resumed))
+    _current.set(_Execution(resumed=resumed))
 
 
 def step_ran() -> None:
@@ -105,36 +85,3 @@ def recorded_turn(run_seq: int, turn: int) -> dict[str, Any] | None:
     """A turn's output read ahead (``read_ahead``), once; None: read it as usual."""
     cell = _current.get()
     return None if cell is None else cell.turns.pop((run_seq, turn), None)
-
-
-def version() -> int:
-    """This execution's workflow version (outside a workflow: the latest)."""
-    cell = _current.get()
-    return LATEST if cell is None else cell.version
-
-
-def tool_checkpoints() -> bool:
-    """Whether server tools run as DBOS steps in this execution (``session.v1``)."""
-    cell = _current.get()
-    return cell is None or cell.version == 1
-
-
-def model_checkpoints() -> bool:
-    """Whether the model turn and the run's end are DBOS checkpoints (v1, v2)."""
-    return version() < 3
-
-
-def outcome_event_in_run_end() -> bool:
-    """Whether the run's end writes the outcome event itself (v4), not ``DBOS.set_event``."""
-    return version() >= 4
-
-
-def remaining_as_step() -> bool:
-    """Whether a wait reads its remaining time in a DBOS step (before v4)."""
-    return version() < 4
-
-
-def waits_open_with_turn() -> bool:
-    """Whether the model turn opens its waits in its own transaction (v4), not a
-    ``dispatch_waits`` datasource transaction after it."""
-    return version() >= 4

@@ -1,11 +1,10 @@
 """One small interface per tool-call kind, so a new kind touches one place.
 
-The workflow classifies each call of a turn (``plan``), opens the waits the kinds ask for
-and marks dispatched the calls that may act elsewhere (``openings``), all in one ledger
-transaction (from ``session.v4`` the model turn's own, ``turn_openings``), then runs the
-calls: kinds with ``concurrent`` on step ids reserved in call order, the others in one
-sequence (``prepare`` for each in call order, then ``run`` for each), so
-every step id is the same on replay.
+The model turn opens the waits the kinds ask for and marks dispatched the calls that may
+act elsewhere (``turn_openings``) in its own transaction. The workflow then classifies each
+call of the turn (``plan``) and runs the calls: kinds with ``concurrent`` beside each other,
+the others in one sequence (``prepare`` for each in call order, then ``run`` for each), so
+every DBOS operation id is the same on replay.
 
 | kind | pending row | dispatched when | runs as |
 |---|---|---|---|
@@ -21,7 +20,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from dbos import DBOS
 from pydantic import ValidationError
 
 from ..agent import Agent
@@ -30,9 +28,8 @@ from ..messages import ToolCall
 from ..outcome import RunSpec
 from ..results import ToolResult
 from ..store.calls import CallKind
-from . import execution
 from .ledger import WaitSpec
-from .steps import ToolCallSpec, tool_op, tool_step
+from .steps import ToolCallSpec, tool_op
 from .waits import finish_sub_agent, run_approval_call, run_client_call, start_sub_agent
 
 
@@ -55,7 +52,7 @@ class Planned:
 class Kind(Protocol):
     name: ClassVar[CallKind]
     concurrent: ClassVar[bool]
-    """Runs on a step id reserved in call order, beside the other calls of the turn."""
+    """Runs beside the other calls of the turn (it records no DBOS operation)."""
     dispatched_on_open: ClassVar[bool]
     """Marked ``dispatched`` when the turn's waits open (it may act outside the worker)."""
 
@@ -105,16 +102,11 @@ class ServerKind:
         return None
 
     async def prepare(self, turn: Turn, p: Planned) -> Any:
-        return DBOS.reserve_step() if execution.tool_checkpoints() else None
+        return None
 
     async def run(self, turn: Turn, p: Planned, prepared: Any) -> ToolResult:
         spec = call_spec(turn.spec, turn.agent, p.call, p.args)
-        if prepared is None:  # session.v2: the ledger is the checkpoint
-            return ToolResult.model_validate(await tool_op(spec))
-        out = await prepared.run_async(
-            {"name": f"dbos_agents.tool.v1:{p.call.name}"}, tool_step, spec
-        )
-        return ToolResult.model_validate(out)
+        return ToolResult.model_validate(await tool_op(spec))
 
 
 class ClientKind:

@@ -1,11 +1,12 @@
 """The session workflow's writes, composed from the table modules in ``store/``.
 
-What happens once per run or per wait (begin, waits, finish, inbox, timeouts) goes through
-DBOS datasource transactions: the rows and the checkpoint commit together, so a replay
-never writes twice. A turn's writes are one plain transaction inside the model step
-(``record_turn``), made replay-safe by storing the step's output with the turn. A server
-tool's attempt (``store.calls.attempt``) is deliberately *not* checkpointed: it commits
-before the handler runs, so a re-executed tool step learns an earlier attempt may have run.
+A turn's writes are one plain transaction inside the model turn (``record_turn``), made
+replay-safe by storing the turn's output with the turn. A server tool's attempt
+(``store.calls.attempt``) commits before the handler runs, so a re-executed call learns an
+earlier attempt may have run. The two rare writes of a wait's timeout and a persistent
+session's idle end are DBOS datasource transactions: their rows and their checkpoint
+commit together, so a replay never writes twice. (The run's begin and end are in
+``run_bounds``.)
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar
 
 import psycopg
-from dbos import DBOS, AsyncSQLAlchemyDatasource
+from dbos import AsyncSQLAlchemyDatasource
 
-from ..ids import run_workflow_id
 from ..messages import Message, Usage
 from ..outcome import RunSpec
 from ..results import ToolResult
 from ..store import calls, pending, pg, sessions, transcript
-from . import drain, execution
+from . import drain
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -55,8 +55,8 @@ class WaitSpec(TypedDict):
 
 @dataclass(frozen=True)
 class Opened:
-    """The waits a ``session.v4`` model turn opens in its own transaction, with the
-    deadlines it fixed (recorded in the turn's output) and the calls it marks dispatched."""
+    """The waits a model turn opens in its own transaction, with the deadlines it fixed
+    (recorded in the turn's output) and the calls it marks dispatched."""
 
     owner_workflow_id: str
     waits: list[WaitSpec]
@@ -95,15 +95,6 @@ class Ledger:
         self.ds = ds
         tx = ds.transaction
         rc: Literal["READ COMMITTED"] = "READ COMMITTED"
-        self.begin_run = tx(name="dbos_agents.begin_run.v2", isolation_level=rc)(
-            _gated(self._begin_run)
-        )
-        self.finish_run = tx(name="dbos_agents.finish_run.v3", isolation_level=rc)(
-            _gated(self._finish_run)
-        )
-        self.dispatch_waits = tx(name="dbos_agents.dispatch_waits.v1", isolation_level=rc)(
-            _gated(self._dispatch_waits)
-        )
         self.close_inbox = tx(name="dbos_agents.close_inbox.v1", isolation_level=rc)(
             _gated(self._close_inbox)
         )
@@ -139,22 +130,6 @@ class Ledger:
 
         return await calls.retry_transient("read tool result", read)
 
-    async def _begin_run(self, spec: RunSpec) -> BeginResult:
-        """Mark the run running (fenced on ``run_seq``), close calls an interrupted run left
-        unanswered, append the user message, return the transcript."""
-        execution.step_ran()
-        db = self.db
-        workflow_id = DBOS.workflow_id or run_workflow_id(spec["session_id"], spec["run_seq"])
-        began = await sessions.begin(db, spec, workflow_id)
-        await sessions.lock_in_run(db, spec["session_id"])
-        await self._close_dangling_calls(spec)
-        for notice in late_notices(await pending.take_late_answers(db, spec["session_id"])):
-            await pg.execute(db, transcript.append_stmt(spec, None, notice))
-        user = Message(role="user", content=spec["message"])
-        await pg.execute(db, transcript.append_stmt(spec, None, user))
-        msgs = await transcript.read(db, spec["session_id"])
-        return BeginResult(began=began, messages=[m.model_dump(mode="json") for m in msgs])
-
     async def turn_state(
         self, spec: RunSpec, turn: int
     ) -> tuple[dict[str, Any] | None, list[Message]]:
@@ -180,7 +155,7 @@ class Ledger:
         model: str | None,
         response: dict[str, Any],
         expect_notices: bool,
-        opened: Opened | None = None,
+        opened: Opened,
     ) -> dict[str, Any]:
         """The model step's one write (a plain transaction, no checkpoint of its own): the
         previous turn's results, late-answer notices, this turn's assistant message, ledger
@@ -188,11 +163,11 @@ class Ledger:
         delivered), stored with the turn so a re-executed step replays it.
 
         One round trip (a script), or a pipelined transaction of two when late answers
-        wait (their notices are read before the rows after them are written). From
-        ``session.v4`` the turn's waits open in it too (``opened``): their deadlines are
-        part of the output, so a replayed turn returns them and opens nothing twice."""
+        wait (their notices are read before the rows after them are written). The turn's
+        waits open in it too (``opened``): their deadlines are part of the output, so a
+        replayed turn returns them and opens nothing twice."""
         sid = spec["session_id"]
-        extra = {"deadlines": opened.deadlines} if opened is not None else {}
+        extra = {"deadlines": opened.deadlines}
 
         def rest(notices: list[Message], output: dict[str, Any]) -> list[pg.Stmt]:
             return [
@@ -202,9 +177,9 @@ class Ledger:
                     spec["run_seq"],
                     turn,
                     [dict(c) for c in ledger_calls],
-                    set(opened.dispatched) if opened is not None else (),
+                    set(opened.dispatched),
                 ),
-                *(_open_stmts(spec, opened) if opened is not None else []),
+                *_open_stmts(spec, opened),
                 transcript.record_usage_stmt(spec, turn, model, usage, output),
                 sessions.add_usage_stmt(sid, usage),
             ]
@@ -246,65 +221,11 @@ class Ledger:
 
         return await calls.retry_transient("record turn", write_once)
 
-    async def _finish_run(
-        self,
-        spec: RunSpec,
-        status: str,
-        output: str | None,
-        error: str | None,
-        open_inbox: bool = False,
-        results: list[dict[str, Any]] | None = None,
-    ) -> bool:
-        """The run's last results (a run stopped by ``max_turns`` or the budget after a
-        turn of tools), its outcome on the session row (only while this run owns it), and
-        its open waits closed, whatever the outcome: nobody will read them any more."""
-        if results:
-            await sessions.lock_in_run(self.db, spec["session_id"])
-            await _write_results(self.db, spec, results)
-        await pending.close_open(self.db, spec["session_id"], f"run_{status}")
-        return await sessions.finish(self.db, spec, status, output, error, open_inbox)
-
     async def _close_inbox(self, session_id: str, run_seq: int) -> bool:
         return await sessions.close_inbox(self.db, session_id, run_seq)
 
-    async def _dispatch_waits(
-        self,
-        spec: RunSpec,
-        owner_workflow_id: str,
-        waits: list[WaitSpec],
-        dispatched: list[str],
-    ) -> dict[str, float]:
-        """Open the turn's waits and mark the calls that may now act elsewhere (client
-        tools, sub-agents) dispatched; returns the waits' absolute deadlines, fixed once."""
-        execution.step_ran()
-        db = self.db
-        deadlines: dict[str, float] = {}
-        for w in waits:
-            deadlines[w["tool_call_id"]] = await pending.register(
-                db,
-                root_session_id=spec["root_session_id"],
-                tool_call_id=w["tool_call_id"],
-                owner_session_id=spec["session_id"],
-                owner_workflow_id=owner_workflow_id,
-                kind=w["kind"],
-                tool=w["tool"],
-                arguments=w["arguments"],
-                timeout_sec=w["timeout_sec"],
-                output_schema=w["output_schema"],
-                user_id=spec["user_id"],
-                tenant_id=spec["tenant_id"],
-            )
-        await calls.mark_dispatched(db, spec["session_id"], dispatched)
-        return deadlines
-
     async def _settle_timeout(self, root_session_id: str, tool_call_id: str) -> str:
         return await pending.settle_timeout(self.db, root_session_id, tool_call_id)
-
-    async def _close_dangling_calls(self, spec: RunSpec) -> None:
-        """Calls left without a result by an interrupted run get one, so the transcript
-        stays well-formed (every tool call answered) before the next user message."""
-        rows = await calls.unanswered(self.db, spec["session_id"])
-        await _write_results(self.db, spec, dangling_results(rows))
 
 
 def _open_stmts(spec: RunSpec, opened: Opened) -> list[pg.Stmt]:
@@ -357,15 +278,6 @@ def result_stmts(spec: RunSpec, results: list[dict[str, Any]]) -> list[pg.Stmt]:
             pending.resolve_stmt(spec["root_session_id"], res.tool_call_id),
         ]
     return stmts
-
-
-async def _write_results(db: Any, spec: RunSpec, results: list[dict[str, Any]]) -> None:
-    """``_result_stmts`` in a datasource transaction, skipping calls already answered."""
-    done = await transcript.answered_calls(
-        db, spec["session_id"], [r["tool_call_id"] for r in results]
-    )
-    for stmt in result_stmts(spec, [r for r in results if r["tool_call_id"] not in done]):
-        await pg.execute(db, stmt)
 
 
 def late_notices(rows: list[Any]) -> list[Message]:

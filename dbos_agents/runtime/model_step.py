@@ -1,18 +1,14 @@
 """The model turn: one call of the model, recorded with everything the turn produced.
 
-In ``session.v3`` it is a plain operation whose checkpoint is the turn's own rows; in v1
-and v2 runs it is the DBOS step ``dbos_agents.model.v2`` (see ``execution``).
+It is a plain operation, not a DBOS step: its checkpoint is the turn's own rows. It calls
+the model (retrying transient provider errors) and then, in one transaction, records
+everything the turn produced: the previous turn's tool results, late-answer notices, the
+assistant message, one ledger row per call, the waits its calls open, usage, and the
+turn's own output.
 
-The step calls the model (retrying transient provider errors inside the step) and then, in
-one plain transaction of its own, records everything the turn produced: the previous
-turn's tool results, late-answer notices, the assistant message, one ledger row per call,
-usage, and the step's own output. The turn costs one DBOS checkpoint and one transaction,
-not a checkpoint plus two datasource transactions.
-
-If the worker dies after that transaction (but, in v1/v2, before DBOS checkpoints the
-step), the turn runs again, finds the recorded turn and returns it: the model is not asked
-twice. If it dies before the transaction, nothing of the turn was recorded and the model is
-asked again. The transaction is fenced on the run (``sessions.lock_running_stmt``): an
+If the worker dies after that transaction, the turn runs again, finds the recorded turn
+and returns it: the model is not asked twice. If it dies before the transaction, nothing
+of the turn was recorded and the model is asked again. The transaction is fenced on the run (``sessions.lock_running_stmt``): an
 interrupted run records no turn, and the workflow stops as ``interrupted``.
 """
 
@@ -127,12 +123,9 @@ async def model_turn(
         req = request  # a step's arguments are not checkpointed: no need to dump them
         if notices:
             req = req.model_copy(update={"messages": [*req.messages, *notices]})
-        # Outside the workflow's DBOS context in v3, as a tool handler: an adapter's DBOS
-        # calls cannot shift the workflow's operation ids.
-        call_model = _complete(req)
-        response = await (
-            call_model if execution.model_checkpoints() else compat.outside_workflow(call_model)
-        )
+        # Outside the workflow's DBOS context, as a tool handler: an adapter's DBOS calls
+        # cannot shift the workflow's operation ids.
+        response = await compat.outside_workflow(_complete(req))
         crash_point("model_answered")
         agent = ctx.agent(spec["agent"])
         calls = unique_ids(response.tool_calls, set(used_ids), turn, namespace)
@@ -151,18 +144,16 @@ async def model_turn(
             )
             for c in calls
         ]
-        opened: Opened | None = None
-        if execution.waits_open_with_turn():  # this turn's waits open with its rows
-            waits, dispatched = turn_openings(agent, calls)
-            now = time.time()  # a step body: recorded with the turn, never re-read
-            owner = DBOS.workflow_id
-            assert owner is not None
-            opened = Opened(
-                owner_workflow_id=owner,
-                waits=waits,
-                deadlines={w["tool_call_id"]: now + w["timeout_sec"] for w in waits},
-                dispatched=dispatched,
-            )
+        waits, dispatched = turn_openings(agent, calls)  # they open with the turn's rows
+        now = time.time()  # recorded with the turn, never re-read
+        owner = DBOS.workflow_id
+        assert owner is not None
+        opened = Opened(
+            owner_workflow_id=owner,
+            waits=waits,
+            deadlines={w["tool_call_id"]: now + w["timeout_sec"] for w in waits},
+            dispatched=dispatched,
+        )
         try:
             output = await ledger.record_turn(
                 spec,
@@ -181,6 +172,3 @@ async def model_turn(
         crash_point("model_call")
         return output
 
-
-model_step = DBOS.step(name="dbos_agents.model.v2")(model_turn)
-"""The model turn as a DBOS step, for ``session.v1`` and ``v2`` runs."""

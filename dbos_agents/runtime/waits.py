@@ -27,18 +27,10 @@ from ..delivery import (
 )
 from ..outcome import RunOutcome, RunSpec
 from ..results import ToolResult
-from . import drain, execution
 from .context import get_context
 from .steps import RunInterrupted, ToolCallSpec, tool_step
 
 log = logging.getLogger("dbos_agents")
-
-
-@DBOS.step(name="dbos_agents.remaining.v1")
-async def remaining_step(deadline_epoch: float) -> float:
-    """Seconds left until an absolute deadline (the clock is read in a step, not the body)."""
-    async with drain.step():
-        return max(0.0, deadline_epoch - time.time())
 
 
 async def wait_for_submission(
@@ -49,12 +41,8 @@ async def wait_for_submission(
 
     The timeout given to ``recv`` matters only on its first execution: DBOS records the end
     it fixes and every later execution (a replay, a recovery, a parked resume) keeps that
-    end. So from ``session.v4`` it is read from the clock here, not recorded by a step of
-    its own (before: ``remaining_step``, an operation per wait)."""
-    if execution.remaining_as_step():
-        remaining = await remaining_step(deadline)
-    else:
-        remaining = max(0.0, deadline - time.time())
+    end. So it is read from the clock here, not recorded by a step of its own."""
+    remaining = max(0.0, deadline - time.time())
     log.info(
         "client_tool.suspended",
         extra={
@@ -179,7 +167,7 @@ def child_session_id(parent_workflow_id: str, tool_call_id: str) -> str:
 
 async def start_sub_agent(spec: RunSpec, sub: Agent, tool_call_id: str, arguments: str) -> Any:
     """Start the child workflow (deterministic id); returns its handle."""
-    from .workflow import VERSIONS
+    from .workflow import session_workflow
 
     parent_wf = DBOS.workflow_id
     assert parent_wf is not None
@@ -195,11 +183,8 @@ async def start_sub_agent(spec: RunSpec, sub: Agent, tool_call_id: str, argument
         user_id=spec["user_id"],
         tenant_id=spec["tenant_id"],
     )
-    # A child runs the parent's workflow version: a recovering v1 parent replays the start
-    # of a v1 child.
-    workflow = VERSIONS[execution.version()]
     with SetWorkflowID(child):
-        return await DBOS.start_workflow_async(workflow, child_spec)
+        return await DBOS.start_workflow_async(session_workflow, child_spec)
 
 
 async def finish_sub_agent(handle: Any, tool: str, tool_call_id: str) -> ToolResult:

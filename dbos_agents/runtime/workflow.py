@@ -2,9 +2,8 @@
 
 Per turn: the model turn (which records the previous turn's tool results and its own turn
 in one transaction, and replays from those rows) -> the server tools, concurrently, each
-an attempt that records its own result row and replays from it (``steps.tool_op``). Older
-versions, still registered for runs started before an upgrade, checkpoint some of these as
-DBOS steps (the table in ``execution``). The body is deterministic: it reads no clock, no
+an attempt that records its own result row and replays from it (``steps.tool_op``). The
+body is deterministic: it reads no clock, no
 randomness and no environment, and all I/O is in steps or replays from our own rows (one
 exception, ``waits``: a wait's timeout is its deadline less the clock, which only the
 ``recv``'s first execution reads; DBOS records the end it fixes).
@@ -23,14 +22,7 @@ from dbos._error import DBOSException
 
 from ..agent import Agent
 from ..errors import ModelError, UnknownAgentError
-from ..ids import (
-    INBOX_TOPIC,
-    WORKFLOW_NAME,
-    WORKFLOW_NAME_V1,
-    WORKFLOW_NAME_V2,
-    WORKFLOW_NAME_V3,
-    run_event_key,
-)
+from ..ids import INBOX_TOPIC, WORKFLOW_NAME, run_event_key
 from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
@@ -38,8 +30,8 @@ from ..results import ToolResult
 from . import _dbos_events, _dbos_replay, drain, execution, outcomes, parking, run_bounds
 from .context import get_context
 from .crashpoints import crash_point
-from .kinds import Turn, openings, plan
-from .model_step import model_step, model_turn
+from .kinds import Turn, plan
+from .model_step import model_turn
 from .steps import RunInterrupted
 from .waits import TIMEOUT_KIND
 
@@ -75,24 +67,13 @@ def _tool_specs(agent: Agent) -> list[ToolSpec]:
 
 
 async def _run_tools(
-    spec: RunSpec, agent: Agent, calls: list[ToolCall], opened: dict[str, float] | None
+    spec: RunSpec, agent: Agent, calls: list[ToolCall], deadlines: dict[str, float]
 ) -> list[ToolResult]:
-    """Run one turn's calls by kind (see ``kinds``): open waits and mark dispatched in one
-    transaction (from ``session.v4`` the model turn's: ``opened`` holds the deadlines it
-    recorded), run concurrent kinds on step ids reserved in call order and the others in
-    one sequence beside them, so every step id is the same on replay."""
+    """Run one turn's calls by kind (see ``kinds``); the model turn opened their waits and
+    recorded their ``deadlines``. Concurrent kinds run beside one sequence of the others,
+    which alone draws DBOS operation ids, so every id is the same on replay."""
     results, planned = plan(agent, calls)
-    turn = Turn(spec, agent, {})
-    if opened is not None:  # session.v4: the model turn opened them with its own rows
-        turn.deadlines = opened
-    else:  # before v4: open them here, in a datasource transaction of their own
-        waits, dispatched = openings(agent, planned)
-        if waits or dispatched:
-            owner = DBOS.workflow_id
-            assert owner is not None
-            turn.deadlines = await get_context().ledger.dispatch_waits(
-                spec, owner, waits, dispatched
-            )
+    turn = Turn(spec, agent, deadlines)
     concurrent = [p for p in planned if p.kind.concurrent]
     in_sequence = [p for p in planned if not p.kind.concurrent]
     reserved = [await p.kind.prepare(turn, p) for p in concurrent]
@@ -124,36 +105,7 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
     and runs the next message in the same workflow; each run's outcome is published as the
     workflow event ``run:<run_seq>``.
     """
-    return await _session(spec, version=4)
-
-
-@DBOS.workflow(name=WORKFLOW_NAME_V3)
-async def session_workflow_v3(spec: RunSpec) -> dict[str, Any]:
-    """``session.v3``: the outcome event a DBOS operation, a wait's timeout read in a step;
-    only runs started before v4 execute it."""
-    return await _session(spec, version=3)
-
-
-@DBOS.workflow(name=WORKFLOW_NAME_V2)
-async def session_workflow_v2(spec: RunSpec) -> dict[str, Any]:
-    """``session.v2``: the model turn a DBOS step; only runs started before v3 execute it."""
-    return await _session(spec, version=2)
-
-
-@DBOS.workflow(name=WORKFLOW_NAME_V1)
-async def session_workflow_v1(spec: RunSpec) -> dict[str, Any]:
-    """``session.v1``: the model turn and each server tool a DBOS step; only runs started
-    before v2 execute it."""
-    return await _session(spec, version=1)
-
-
-VERSIONS = {
-    1: session_workflow_v1,
-    2: session_workflow_v2,
-    3: session_workflow_v3,
-    4: session_workflow,
-}
-"""Each workflow version by number (a sub-agent runs its parent's version)."""
+    return await _session(spec)
 
 
 async def _finish(
@@ -165,37 +117,30 @@ async def _finish(
     results: list[dict[str, Any]] | None = None,
     outcome: dict[str, Any] | None = None,
 ) -> None:
-    """The run's end, a checkpointed datasource transaction before v3 (``execution``); from
-    v4 the outcome event (``outcome``, a ``RunOutcome`` as JSON) commits with it."""
-    ledger = get_context().ledger
-    if execution.model_checkpoints():
-        await ledger.finish_run(spec, status, output, error, open_inbox, results)
-        return
+    """The run's end (``run_bounds.end``), with its outcome event (``outcome``, a
+    ``RunOutcome`` as JSON) in the same transaction."""
     event = None
     wf = DBOS.workflow_id
-    if outcome is not None and wf is not None and execution.outcome_event_in_run_end():
+    if outcome is not None and wf is not None:
         event = _dbos_events.outcome_event_stmt(wf, run_event_key(spec["run_seq"]), outcome)
+    ledger = get_context().ledger
     await run_bounds.end(ledger.ds.engine, spec, status, output, error, open_inbox, results, event)
     if event is not None and wf is not None:
         _dbos_events.signal_event(wf, run_event_key(spec["run_seq"]))
 
 
-async def _publish(spec: RunSpec, published: dict[str, Any]) -> None:
-    """Every run publishes its outcome as a DBOS event, which DBOS delivers to a waiting
-    get_event by notification, so SessionHandle.result() returns without polling (before v4
-    by ``DBOS.set_event``; from v4 ``_finish`` wrote it); a waiter in this process is handed
-    it directly once it is durable."""
-    if not execution.outcome_event_in_run_end():
-        await DBOS.set_event_async(run_event_key(spec["run_seq"]), published)
+def _publish(spec: RunSpec, published: dict[str, Any]) -> None:
+    """Hand the outcome, durable now (``_finish`` wrote its event), to waiters in this
+    process; DBOS delivers the event to the others by notification."""
     if DBOS.workflow_id is not None:
         outcomes.publish(DBOS.workflow_id, run_event_key(spec["run_seq"]), published)
 
 
-async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
+async def _session(spec: RunSpec) -> dict[str, Any]:
     wf = DBOS.workflow_id
     # A claim's seed marks an execution that resumes a parked wait (``_dbos_replay``).
     resumed = wf is not None and _dbos_replay.enter_workflow(wf)
-    execution.begin_execution(version=version, resumed=resumed)
+    execution.begin_execution(resumed=resumed)
     parking.enter_workflow()
     try:
         agent = get_context().agent(spec["agent"])
@@ -238,7 +183,7 @@ async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
                 published,
             )
             crash_point("after_run_end")
-            await _publish(spec, published)
+            _publish(spec, published)
         if not wait_next:
             return published
         # Idle between runs: a root session's inbox wait parks like a client tool's
@@ -257,13 +202,9 @@ async def _session(spec: RunSpec, *, version: int) -> dict[str, Any]:
 
 async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[str, Any]]]:
     """One run: the loop of turns caused by one user message. Returns its outcome and the
-    results of its last turn of tools if no model step recorded them (the run stopped at
-    ``max_turns``, the budget or a model failure); ``finish_run`` records those."""
-    ledger = get_context().ledger
-    if execution.model_checkpoints():
-        begun = await ledger.begin_run(spec)
-    else:
-        begun = await run_bounds.begin(ledger.ds.engine, spec)
+    results of its last turn of tools if no model turn recorded them (the run stopped at
+    ``max_turns``, the budget or a model failure); the run's end records those."""
+    begun = await run_bounds.begin(get_context().ledger.ds.engine, spec)
     if not begun["began"]:  # interrupted (or overtaken) before it began: do nothing more
         out = RunOutcome(
             session_id=spec["session_id"], run_seq=spec["run_seq"], status="interrupted"
@@ -294,9 +235,8 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
             status = "budget_exhausted"
             break
         turn_no = prior_turns + turns + 1
-        turn_op = model_step if execution.model_checkpoints() else model_turn
         try:
-            step_out = await turn_op(
+            step_out = await model_turn(
                 spec,
                 turn_no,
                 ModelRequest(
@@ -326,7 +266,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
         unrecorded = []
         response = ModelResponse.model_validate(step_out["response"])
         messages.extend(Message.model_validate(n) for n in step_out.get("notices", []))
-        opened: dict[str, float] | None = step_out.get("deadlines")
+        deadlines: dict[str, float] = step_out.get("deadlines", {})
         del step_out
         turns += 1
         usage = usage + response.usage
@@ -338,7 +278,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
             break
         del response
         try:
-            results = await _run_tools(spec, agent, calls, opened)
+            results = await _run_tools(spec, agent, calls, deadlines)
         except RunInterrupted:
             status = "interrupted"
             break

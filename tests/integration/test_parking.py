@@ -363,7 +363,7 @@ async def test_a_resumed_runs_begin_is_read_without_a_lock(
     engine = get_context().ledger.ds.engine
 
     async def begin(resumed: bool, run: RunSpec = spec) -> dict[str, object]:
-        execution.begin_execution(version=execution.LATEST, resumed=resumed)
+        execution.begin_execution(resumed=resumed)
         return dict(await asyncio.wait_for(run_bounds.begin(engine, run), 5))
 
     read = await begin(resumed=True)
