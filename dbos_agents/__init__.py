@@ -25,6 +25,7 @@ from .errors import (
     SessionNotFoundError,
     TransientModelError,
     UnknownAgentError,
+    UnsupportedDBOSError,
 )
 from .messages import Message, ModelResponse, ToolCall, Usage
 from .outcome import RunOutcome, SessionInfo
@@ -106,6 +107,7 @@ __all__ = [
     "SessionNotFoundError",
     "TransientModelError",
     "UnknownAgentError",
+    "UnsupportedDBOSError",
 ]
 
 

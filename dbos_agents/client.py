@@ -14,7 +14,7 @@ import time
 import sqlalchemy as sa
 from dbos import DBOSClient
 
-from . import storable
+from . import _dbos, storable
 from .delivery import ApprovalDelivery, Delivery, ErrorDelivery, ResultDelivery
 from .errors import ConfigurationError, InvalidRequestError, SessionNotFoundError
 from .messages import JSONValue
@@ -50,10 +50,16 @@ class AgentClient:
             raise ConfigurationError(
                 "AgentClient needs a database_url (or DBOS_AGENTS_DATABASE_URL)"
             )
+        s = self.settings
+        _dbos.configure(fast_paths=s.dbos_fast_paths)
         with translate(url):
-            prepare_database(url, connect_timeout=self.settings.connect_timeout_sec)
+            prepare_database(
+                url, connect_timeout=s.connect_timeout_sec, system_schema=s.dbos_system_schema
+            )
             self.dbos = DBOSClient(
-                system_database_url=sqlalchemy_url(url), application_name=self.settings.app_name
+                system_database_url=sqlalchemy_url(url),
+                application_name=s.app_name,
+                dbos_system_schema=s.dbos_system_schema,
             )
         self.database_url = url
         self.engine: sa.Engine = create_sync_engine(
@@ -249,6 +255,7 @@ class AgentClient:
             session_id=session_id,
             tool_call_id=tool_call_id,
             delivery=delivery,
+            schema=self.settings.dbos_system_schema,
         )
 
     @translated
@@ -268,7 +275,7 @@ class AgentClient:
         storable.check_optional_id(user_id, "user_id")
         return submit.pending(
             self.engine,
-            self.dbos,
+            self.settings.dbos_system_schema,
             session_id=session_id,
             tenant_id=tenant_id,
             user_id=user_id,

@@ -5,7 +5,8 @@
     DbosAgentsError
     ├── DefinitionError            an Agent, tool or model is defined wrongly (raised at definition time)
     ├── ConfigurationError         settings that cannot work (bad URL, missing option)
-    │   └── DatabaseUnavailableError   the database does not answer (names the host)
+    │   ├── DatabaseUnavailableError   the database does not answer (names the host)
+    │   └── UnsupportedDBOSError       the installed dbos is outside the reviewed range
     ├── UnknownAgentError          start() names an agent the runtime does not have
     ├── SessionNotFoundError       no session with that id
     ├── SessionBusyError           a message was sent to a session whose run is still going
@@ -56,6 +57,13 @@ class DatabaseUnavailableError(ConfigurationError):
     """The configured Postgres does not answer; raised fast, before DBOS launches."""
 
     code = "DATABASE_UNAVAILABLE"
+
+
+class UnsupportedDBOSError(ConfigurationError):
+    """The installed dbos release is not one whose internals dbos-agents' fast paths were
+    reviewed against; the message names the installed and the reviewed versions."""
+
+    code = "UNSUPPORTED_DBOS"
 
 
 class UnknownAgentError(DbosAgentsError, LookupError):

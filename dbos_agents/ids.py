@@ -14,11 +14,6 @@ START_CHANNEL = "dbos_agents_starts"
 """The NOTIFY channel on which a start transaction announces an enqueued run."""
 
 
-def run_event_key(run_seq: int) -> str:
-    """The workflow event each run publishes its outcome under."""
-    return f"run:{run_seq}"
-
-
 def new_session_id() -> str:
     return f"ses_{uuid.uuid4().hex}"
 

@@ -119,8 +119,10 @@ class Settings(BaseSettings):
     """How often the worker looks, in one query for all waiting sessions, for a submitted
     result whose notification was lost. DBOS alone would re-check each waiting session at
     this interval with a query and a thread hop of its own: 170/s with 10,000 waiting."""
-    result_polling_interval_sec: float = 0.05
-    """How often ``SessionHandle.result()`` checks for the run's end."""
+    result_recheck_sec: float = Field(default=5.0, gt=0)
+    """``SessionHandle.result()`` learns of a run's end from a NOTIFY; this is its safety
+    net: how often it also reads the run's row and asks DBOS whether the workflow ended
+    without recording one."""
     tombstone_retention_sec: float = 24 * 3600
     """How long settled pending calls are kept, so duplicate submits say already_completed."""
     reap_interval_sec: float = 600.0
@@ -133,6 +135,15 @@ class Settings(BaseSettings):
     shutdown_grace_sec: float = 10.0
     """On SIGTERM: how long running steps get to finish (and checkpoint) before exit."""
     log_level: str = "WARNING"
+    dbos_system_schema: str = "dbos"
+    """The schema of DBOS's system tables (DBOS's ``dbos_system_schema``); our own SQL that
+    reads them (a submit's status check, the inbox) uses the same name."""
+    dbos_fast_paths: bool = True
+    """Use dbos-agents' replacements for some of DBOS's internal paths (faster starts,
+    submits, resumes and recovery; parked waits; batched wake-up re-checks), reviewed for
+    the dbos versions ``dbos_agents._dbos.REVIEWED`` names. ``False`` runs on DBOS's public
+    API only: every guarantee holds, waits stay in memory (no parking), starts wait for the
+    queue's poll, and an unreviewed dbos release is accepted with a warning."""
 
     def queue_poll_sec(self) -> float:
         """The poll interval in force: the setting, else 1 s, or 0.2 s under a
@@ -149,7 +160,8 @@ class Settings(BaseSettings):
     def max_database_connections(self) -> int:
         """The most Postgres connections one worker opens, whatever its load: DBOS's system
         pool and its LISTEN connection, the runtime's DBOS client, the datasource (pool and
-        overflow), the runtime's sync engine, the start watch and the heartbeat. Size
+        overflow), the runtime's sync engine, the start watch, the run-outcome listener and
+        the heartbeat. Size
         Postgres's ``max_connections`` for your workers, API servers and admin scripts."""
         return (
             self.system_db_pool_size
@@ -159,7 +171,7 @@ class Settings(BaseSettings):
             + self.db_max_overflow
             + SYNC_POOL_SIZE
             + SYNC_MAX_OVERFLOW
-            + 2
+            + 3
         )
 
     def check_worker(self) -> None:

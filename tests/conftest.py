@@ -9,6 +9,13 @@ import pytest
 
 from dbos_agents.testing import create_fresh_database, drop_database, provision_test_database
 
+FAST_PATHS = os.environ.get("DBOS_AGENTS_DBOS_FAST_PATHS", "true").lower() not in ("false", "0")
+needs_fast_paths = pytest.mark.skipif(
+    not FAST_PATHS,
+    reason="tests a fast path (dbos_agents._dbos); DBOS_AGENTS_DBOS_FAST_PATHS=false is set",
+)
+"""For tests of what only the fast paths do (a start claimed at once, a parked wait)."""
+
 # No test calls a real model API by accident (dbos_agents.testing.guard); workers inherit it.
 pytest_plugins = ["dbos_agents.testing.pytest_plugin"]
 

@@ -41,7 +41,11 @@ def migrate(
     settings = Settings()
     url = resolve_database_url(database_url, create=True)
     with progress("applying migrations"):
-        prepare_database(url, connect_timeout=settings.connect_timeout_sec)
+        prepare_database(
+            url,
+            connect_timeout=settings.connect_timeout_sec,
+            system_schema=settings.dbos_system_schema,
+        )
     engine = create_sync_engine(url, pool_size=1)
     try:
         version = current_version(engine)

@@ -21,7 +21,7 @@ from typing import Any
 
 from dbos import DBOS
 
-from .. import storable
+from .. import _dbos, storable
 from ..agent import Agent
 from ..errors import ModelError, TransientModelError
 from ..ids import idempotency_key
@@ -29,7 +29,6 @@ from ..messages import Message, ModelResponse, ToolCall
 from ..models.base import ModelRequest
 from ..outcome import RunSpec
 from ..store.sessions import RunFenced
-from . import _dbos_compat as compat
 from . import drain, execution
 from .context import get_context
 from .crashpoints import crash_point
@@ -125,7 +124,7 @@ async def model_turn(
             req = req.model_copy(update={"messages": [*req.messages, *notices]})
         # Outside the workflow's DBOS context, as a tool handler: an adapter's DBOS calls
         # cannot shift the workflow's operation ids.
-        response = await compat.outside_workflow(_complete(req))
+        response = await _dbos.outside_workflow(_complete(req))
         crash_point("model_answered")
         agent = ctx.agent(spec["agent"])
         calls = unique_ids(response.tool_calls, set(used_ids), turn, namespace)
@@ -171,4 +170,3 @@ async def model_turn(
             raise RunInterrupted(f"turn {turn}") from None
         crash_point("model_call")
         return output
-

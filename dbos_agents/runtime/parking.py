@@ -36,8 +36,8 @@ from typing import Any
 
 from dbos import DBOS
 
+from .. import _dbos
 from ..outcome import RunSpec
-from . import _dbos_parking as compat
 from . import drain
 
 log = logging.getLogger("dbos_agents")
@@ -147,7 +147,7 @@ class Parker:
         with self._lock:
             parked, self._parked = self._parked, {}
         for wf, p in parked.items():
-            compat.remove_waiter(wf, p.topic, p.wake)
+            _dbos.park_remove_waiter(wf, p.topic, p.wake)
 
     async def recv(
         self, spec: RunSpec, topic: str, timeout_seconds: float, deadline: float | None
@@ -178,7 +178,7 @@ class Parker:
         except asyncio.CancelledError:
             if wait.evicted:
                 _parking.set(True)
-                self._park(workflow_id, topic, compat.owner_xid(workflow_id), deadline)
+                self._park(workflow_id, topic, _dbos.park_owner(workflow_id), deadline)
             raise
         finally:
             wait.over = True  # a re-armed check (``_try_park``) stops at its next tick
@@ -190,7 +190,7 @@ class Parker:
         callback, so the ``recv`` cannot start consuming in between."""
         if wait.over or task.done() or drain.is_draining():
             return
-        if not compat.waiting_unwoken(workflow_id, topic):
+        if not _dbos.park_waiting_unwoken(workflow_id, topic):
             asyncio.get_running_loop().call_later(
                 self.tick_sec, self._try_park, task, wait, workflow_id, topic
             )
@@ -209,7 +209,7 @@ class Parker:
             self._check.append(workflow_id)
             self.parked_total += 1
         # Whatever the cancelled recv left in the map goes: the wake is its only waiter.
-        compat.replace_waiters(workflow_id, topic, wake)
+        _dbos.park_replace_waiters(workflow_id, topic, wake)
         self._inbox.put("")  # look for a message that came between the cancel and now
 
     def _push(self, at: float, workflow_id: str, p: _Parked) -> None:
@@ -263,7 +263,7 @@ class Parker:
         if not unknown:
             return
         try:
-            found = compat.recorded_wake_times(unknown)
+            found = _dbos.park_wake_times(unknown)
         except Exception as exc:
             log.warning("parked wait deadlines not read", extra={"error": str(exc)})
             found = {}
@@ -278,7 +278,7 @@ class Parker:
         with self._lock:
             waits = [(wf, p.topic) for wf in workflow_ids if (p := self._parked.get(wf))]
         try:
-            return [wf for wf, _ in compat.unread_messages(waits)]
+            return [wf for wf, _ in _dbos.park_unread(waits)]
         except Exception as exc:  # the catch-up re-check finds them later
             log.warning("parked waits not checked", extra={"error": str(exc)})
             return []
@@ -294,13 +294,13 @@ class Parker:
         # (Not found: resumed already, by a message and the deadline, or two messages.)
         claims: list[tuple[str, str | None, str]] = []
         for wf, p in taken:
-            compat.remove_waiter(wf, p.topic, p.wake)
+            _dbos.park_remove_waiter(wf, p.topic, p.wake)
             # The new token is fixed before the claim: a retry of a claim that committed
             # unacknowledged matches it (``claim_parked``).
             p.token = token = p.token or str(uuid.uuid4())
             claims.append((wf, p.owner_xid, token))
         try:
-            claimed = compat.claim_parked(claims)
+            claimed = _dbos.park_claim(claims)
         except Exception as exc:  # database away: park them again and retry
             self._retry(taken, exc)
             return
@@ -314,7 +314,7 @@ class Parker:
             p.owner_xid, p.token = p.token, None
             try:
                 assert p.owner_xid is not None
-                compat.execute_claimed(mine, p.owner_xid)
+                _dbos.park_execute(mine, p.owner_xid)
             except Exception as exc:
                 self._retry([(wf, p)], exc)
                 continue
@@ -330,4 +330,4 @@ class Parker:
             with self._lock:
                 self._parked[wf] = p
                 self._push(time.time() + RETRY_SEC, wf, p)
-            compat.replace_waiters(wf, p.topic, p.wake)
+            _dbos.park_replace_waiters(wf, p.topic, p.wake)

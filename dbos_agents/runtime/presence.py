@@ -23,11 +23,10 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
+from .. import _dbos
 from ..settings import Settings
 from ..store import workers
 from ..store.db import sqlalchemy_url
-from . import _dbos_compat as compat
-from . import _dbos_recovery
 
 log = logging.getLogger("dbos_agents")
 
@@ -158,7 +157,7 @@ class Presence:
                 self._to_recover.add(dead.executor_id)
         if self._to_recover:  # kept until DBOS re-enqueued them: a claim is never stranded
             claimed = sorted(self._to_recover)
-            ids = _dbos_recovery.recover_pending_workflows(claimed)
+            ids = _dbos.recover_pending_workflows(claimed, s.application_version)
             self._to_recover.clear()
             log.warning(
                 "adopted dead workers",
@@ -171,7 +170,7 @@ class ListenerWatch:
 
     Postgres delivers NOTIFY only to connected listeners; DBOS's ``recv`` would otherwise
     find such a message only at its 60 s fallback poll, which re-checks every waiter on its
-    own (``_dbos_compat.batch_fallback_rechecks`` turns that off). After every reconnect (a
+    own (``_dbos.after_launch`` turns that off). After every reconnect (a
     new connection object, its LISTEN done once the listener's lock is free), and every
     ``recheck_sec`` in any case, one query per waiter kind wakes exactly the waiters that
     have something to read.
@@ -199,7 +198,7 @@ class ListenerWatch:
         next_recheck = time.monotonic() + self.recheck_sec
         while not self._stop.wait(self.poll_sec):
             try:
-                conn, lock = compat.listener_connection()
+                conn, lock = _dbos.listener_connection()
                 if conn is None:
                     continue
                 reason = "reconnect" if conn is not seen else None
@@ -209,7 +208,7 @@ class ListenerWatch:
                     continue
                 with lock:  # the listener holds it until its LISTEN statements ran
                     pass
-                woken = compat.catch_up_waiters()
+                woken = _dbos.catch_up_waiters()
                 seen = conn
                 self.passes += 1
                 next_recheck = time.monotonic() + self.recheck_sec

@@ -28,8 +28,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..ids import run_workflow_id
 from ..messages import Message
-from ..outcome import RunSpec
-from ..store import calls, pending, pg, sessions, transcript
+from ..outcome import RunOutcome, RunSpec
+from ..store import calls, pending, pg, runs, sessions, transcript
 from . import drain, execution
 from .ledger import BeginResult, dangling_results, late_notices, result_stmts
 
@@ -102,20 +102,18 @@ def _replay_result(state: Any, rows: list[Any]) -> BeginResult:
 async def end(
     engine: AsyncEngine,
     spec: RunSpec,
-    status: str,
-    output: str | None,
-    error: str | None,
+    outcome: RunOutcome,
     open_inbox: bool = False,
     results: list[dict[str, Any]] | None = None,
-    event: pg.Stmt | None = None,
 ) -> None:
-    """``Ledger.finish_run`` without a checkpoint (see the module doc); ``event``, the
-    run's outcome event (``session.v4``), commits with it."""
+    """The run's end (see the module doc), its outcome recorded and announced with it
+    (``store.runs``)."""
     sid, run = spec["session_id"], spec["run_seq"]
+    status = outcome.status
     tail = [
         pending.close_open_stmt(sid, f"run_{status}", run),
-        sessions.finish_stmt(spec, status, output, error, open_inbox),
-        *([event] if event is not None else []),
+        sessions.finish_stmt(spec, status, outcome.output, outcome.error, open_inbox),
+        *runs.record_stmts(outcome),
     ]
 
     async def write() -> None:

@@ -10,7 +10,9 @@ from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS, AsyncSQLAlchemyDatasource, DBOSClient, DBOSConfig, WorkflowHandleAsync
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .. import _dbos
 from ..agent import Agent
 from ..errors import (
     ConfigurationError,
@@ -18,15 +20,15 @@ from ..errors import (
     SessionNotFoundError,
     UnknownAgentError,
 )
-from ..ids import run_event_key
 from ..models.base import Model
 from ..outcome import RunOutcome, RunSpec, SessionInfo
 from ..settings import CLIENT_POOL_SIZE, SYNC_MAX_OVERFLOW, SYNC_POOL_SIZE, Settings
-from ..store import pg, queries, submit
+from ..store import pg, queries, runs, submit
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
+from ..store.listen import Listener
 from ..store.migrate import SCHEMA, migrate
-from . import _dbos_compat as compat
-from . import _dbos_recovery, _dbos_recv, _dbos_replay, _dbos_starts, drain, outcomes
+from ..store.runs import run_key
+from . import drain, outcomes
 from . import workflow as _workflow  # noqa: F401  (registers the session workflow)
 from .context import WorkerContext, set_context
 from .ledger import Ledger
@@ -37,6 +39,27 @@ from .starts import StartWatch
 log = logging.getLogger("dbos_agents")
 
 
+async def _ended_without_outcome(
+    session_id: str, run_seq: int, workflow_id: str, persistent: bool
+) -> RunOutcome | None:
+    """The outcome of a run whose workflow ended without recording one: cancelled by an
+    interrupt while it waited, out of recovery attempts, or finished by a release that
+    kept outcomes elsewhere. None while the workflow may still record it."""
+    status = await DBOS.get_workflow_status_async(workflow_id)
+    if status is None or status.status in ("PENDING", "ENQUEUED"):
+        return None
+    if status.status == "SUCCESS" and not persistent:
+        handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(workflow_id)
+        return RunOutcome.model_validate(await handle.get_result())
+    interrupted = status.status == "CANCELLED"
+    return RunOutcome(
+        session_id=session_id,
+        run_seq=run_seq,
+        status="interrupted" if interrupted else "failed",
+        error=None if interrupted else f"the run's workflow ended as {status.status}",
+    )
+
+
 class SessionHandle:
     """A started run of a session: await its outcome, read its status and transcript."""
 
@@ -45,7 +68,7 @@ class SessionHandle:
         session_id: str,
         workflow_id: str,
         engine: sa.Engine,
-        get_result: Callable[[str], Awaitable[object]],
+        get_result: Callable[[str], Awaitable[RunOutcome]],
     ) -> None:
         self.session_id = session_id
         self.workflow_id = workflow_id
@@ -57,7 +80,7 @@ class SessionHandle:
 
     async def result(self) -> RunOutcome:
         """Wait for this run to end and return how it ended."""
-        return RunOutcome.model_validate(await self._get_result(self.workflow_id))
+        return await self._get_result(self.workflow_id)
 
     async def status(self) -> SessionInfo:
         info = await asyncio.to_thread(queries.get_session, self._engine, self.session_id)
@@ -74,10 +97,8 @@ class SessionHandle:
 
 LOCAL_RESULT_GRACE_SEC = 1.0
 """How long ``result()`` of a run this worker's own start claimed waits for the outcome
-handed over in process before it also asks the database (DBOS's ``get_event``: a check
-query and a listener registration on a thread, 0.9 ms of a one-turn session's 8.7); after
-it, a run that was re-enqueued for another worker, or is simply long, is waited for as any
-other."""
+handed over in process before it also reads the database; after it, a run that was
+re-enqueued for another worker, or is simply long, is waited for as any other."""
 
 
 class AgentRuntime:
@@ -115,6 +136,8 @@ class AgentRuntime:
         self._listen_watch: ListenerWatch | None = None
         self._start_watch: StartWatch | None = None
         self._parker: Parker | None = None
+        self._runs: Listener | None = None
+        self._datasource: AsyncEngine | None = None
 
     @property
     def database_url(self) -> str:
@@ -132,6 +155,7 @@ class AgentRuntime:
         """
         url = self.database_url
         s = self.settings
+        _dbos.configure(fast_paths=s.dbos_fast_paths)
         await asyncio.to_thread(ensure_database, url, connect_timeout=s.connect_timeout_sec)
         engine = create_sync_engine(
             url,
@@ -146,6 +170,7 @@ class AgentRuntime:
         config: DBOSConfig = {
             "name": s.app_name,
             "system_database_url": sqlalchemy_url(url),
+            "dbos_system_schema": s.dbos_system_schema,
             "application_version": s.application_version,
             "executor_id": s.executor_id,
             "log_level": s.log_level,
@@ -172,12 +197,12 @@ class AgentRuntime:
             },
         )
         pg.keep_on(asyncio.get_running_loop())  # where the workflows run (``store/pg``)
-        self._parker = Parker(s.park_after())
+        # Parking needs the fast paths (``_dbos``): without them every wait stays in memory.
+        self._parker = Parker(s.park_after() if _dbos.fast_paths() else None)
         set_context(WorkerContext(self.agents, self.model, s, Ledger(ds), self._parker))
-        _dbos_recovery.install()  # this worker's pending sessions re-enqueued in chunks
+        _dbos.before_launch()
         DBOS.launch()
-        _dbos_replay.install()
-        _dbos_recv.install()
+        _dbos.after_launch()
         await DBOS.register_queue_async(
             s.queue_name,
             worker_concurrency=s.worker_concurrency,
@@ -187,16 +212,22 @@ class AgentRuntime:
             DBOSClient,
             system_database_url=sqlalchemy_url(url),
             application_name=s.app_name,
+            dbos_system_schema=s.dbos_system_schema,
             system_database_pool_size=CLIENT_POOL_SIZE,
         )
         self._engine = engine
-        compat.batch_fallback_rechecks()
-        self._listen_watch = ListenerWatch(recheck_sec=s.wake_recheck_interval_sec)
-        self._listen_watch.start()
-        self._start_watch = StartWatch(
-            libpq_url(url), s.queue_name, connect_timeout_sec=s.connect_timeout_sec
+        self._datasource = ds.engine
+        self._runs = Listener(
+            libpq_url(url), runs.CHANNEL, connect_timeout_sec=s.connect_timeout_sec
         )
-        self._start_watch.start()
+        self._runs.start()
+        if _dbos.fast_paths():  # stock DBOS: its own per-waiter re-checks and queue poll
+            self._listen_watch = ListenerWatch(recheck_sec=s.wake_recheck_interval_sec)
+            self._listen_watch.start()
+            self._start_watch = StartWatch(
+                libpq_url(url), s.queue_name, connect_timeout_sec=s.connect_timeout_sec
+            )
+            self._start_watch.start()
         self._parker.start()
         if self._presence is not None:
             self._presence.start()
@@ -222,9 +253,7 @@ class AgentRuntime:
             raise UnknownAgentError(agent, list(self.agents))
 
         def start_run() -> tuple[RunSpec, str, bool]:
-            # This worker claims the run as it enqueues it and starts it at once
-            # (``_dbos_starts``); deciding whether it may can read the database.
-            local = _dbos_starts.local_start(self.settings.queue_name)
+            local = self._local_claim()
             started = queries.start_run(
                 engine,
                 client,
@@ -264,6 +293,12 @@ class AgentRuntime:
             session_id, info.workflow_id, info.run_seq, agent is not None and agent.persistent
         )
 
+    def _local_claim(self) -> _dbos.LocalStart | None:
+        """A claim for a run this worker starts and executes at once, or None: the queue
+        claims it (while draining, and where ``_dbos.local_start`` says so; deciding can
+        read the database)."""
+        return None if drain.is_draining() else _dbos.local_start(self.settings.queue_name)
+
     def _handle(
         self,
         session_id: str,
@@ -275,39 +310,57 @@ class AgentRuntime:
     ) -> SessionHandle:
         engine, _ = self._require()
 
-        async def get_result(wf: str) -> object:
-            # Every run publishes its outcome as an event, which DBOS delivers by
-            # notification (no polling), and hands it to waiters in its own process
-            # directly; a persistent session's workflow also outlives the run. Fall back
-            # to the workflow's result or error when it ended without one.
-            key = run_event_key(run_seq)
-            local = outcomes.waiter(wf, key)
+        async def get_result(wf: str) -> RunOutcome:
+            # A run executing in this process hands its outcome over directly; any other
+            # is announced by a NOTIFY as its row commits (``store.runs``).
+            key = run_key(session_id, run_seq)
+            local = outcomes.handover.waiter(key)
             try:
                 if runs_here:  # claimed by this start: its outcome is handed over here
                     await asyncio.wait({local}, timeout=LOCAL_RESULT_GRACE_SEC)
                     if local.done():
                         return local.result()
-                while True:
-                    remote = asyncio.ensure_future(DBOS.get_event_async(wf, key, 1))
-                    await asyncio.wait({local, remote}, return_when=asyncio.FIRST_COMPLETED)
-                    if local.done():
-                        remote.cancel()
-                        return local.result()
-                    if (value := remote.result()) is not None:
-                        return value
-                    handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(wf)
-                    state = (await handle.get_status()).status
-                    if state == "CANCELLED":  # an interrupt cancels the workflow: no outcome
-                        return RunOutcome(
-                            session_id=session_id, run_seq=run_seq, status="interrupted"
-                        ).model_dump(mode="json")
-                    if state not in ("PENDING", "ENQUEUED"):
-                        return await handle.get_result(polling_interval_sec=poll)
+                return await self._await_outcome(session_id, run_seq, wf, persistent, local)
             finally:
-                outcomes.discard(wf, key, local)
+                outcomes.handover.discard(key, local)
 
-        poll = self.settings.result_polling_interval_sec
         return SessionHandle(session_id, workflow_id, engine, get_result)
+
+    async def _await_outcome(
+        self,
+        session_id: str,
+        run_seq: int,
+        workflow_id: str,
+        persistent: bool,
+        local: asyncio.Future[RunOutcome],
+    ) -> RunOutcome:
+        """The run's recorded outcome, read when its NOTIFY (or a reconnect of the
+        listener) says to look, and by a slow safety net that also asks DBOS whether the
+        workflow ended without one (cancelled while it waited; gave up recovering)."""
+        assert self._runs is not None and self._datasource is not None
+        key = run_key(session_id, run_seq)
+        recheck = self.settings.result_recheck_sec
+        while True:
+            note = self._runs.waiter(key)  # before the read: an end after it wakes us
+            try:
+                async with pg.driver(self._datasource) as conn:
+                    rows = await pg.fetch(conn, runs.read_stmt(session_id, run_seq))
+                if rows:
+                    return runs.outcome_of(rows[0])
+                woken: set[asyncio.Future[Any]] = {local, note}
+                done, _ = await asyncio.wait(
+                    woken, timeout=recheck, return_when=asyncio.FIRST_COMPLETED
+                )
+                if local.done():
+                    return local.result()
+                if not done:
+                    ended = await _ended_without_outcome(
+                        session_id, run_seq, workflow_id, persistent
+                    )
+                    if ended is not None:
+                        return ended
+            finally:
+                self._runs.discard(key, note)
 
     async def reap_tombstones(self) -> int:
         """Delete settled pending calls older than ``tombstone_retention_sec``."""
@@ -331,12 +384,12 @@ class AgentRuntime:
         park every workflow at its next step. The runtime stays intact (the context, DBOS,
         the datasource), so nothing that finishes is recorded as failed; heartbeats go on,
         so nobody adopts a draining worker. True when everything in flight finished."""
-        compat.stop_dequeuing()
+        _dbos.stop_dequeuing()
         drain.begin_drain()
         if self._presence is not None:
             self._presence.adopting = False
         return await drain.wait_idle(
-            grace_sec, checkpointed=compat.checkpointed_steps, ended=compat.ended_workflows
+            grace_sec, checkpointed=_dbos.checkpointed_steps, ended=_dbos.ended_workflows
         )
 
     async def leave(self) -> None:
@@ -360,6 +413,9 @@ class AgentRuntime:
             if watch is not None:
                 await asyncio.to_thread(watch.stop)
         self._listen_watch = self._start_watch = None
+        if self._runs is not None:
+            await asyncio.to_thread(self._runs.stop)
+            self._runs = None
         if self._parker is not None:  # parked sessions stay PENDING: the next launch recovers them
             await asyncio.to_thread(self._parker.stop)
             self._parker = None

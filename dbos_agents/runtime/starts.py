@@ -6,7 +6,7 @@ average, and polling faster costs a query (and a walk over every active workflow
 interval whether or not anything was enqueued. Instead, the transaction
 that enqueues a run also sends ``NOTIFY`` on ``START_CHANNEL`` (committed with it, so a
 run is never announced before it exists), and every worker listens on its own connection
-and claims at once through DBOS's own claim (``_dbos_compat.dequeue_now``).
+and claims at once through DBOS's own claim (``_dbos.dequeue_now``).
 
 The poll stays as the safety net: a notification lost to a reconnect is caught by one
 claim pass right after every (re)connect, and at worst by the next poll. A draining
@@ -20,8 +20,8 @@ import threading
 
 import psycopg
 
+from .. import _dbos
 from ..ids import START_CHANNEL
-from . import _dbos_compat as compat
 from . import drain
 
 log = logging.getLogger("dbos_agents")
@@ -52,7 +52,7 @@ class StartWatch:
         if drain.is_draining():
             return
         try:
-            compat.dequeue_now(self.queue_name)
+            _dbos.dequeue_now(self.queue_name)
         except Exception as exc:  # the queue thread's next poll claims what this missed
             log.debug("start claim failed", extra={"error": str(exc)})
 

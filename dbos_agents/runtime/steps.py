@@ -15,9 +15,9 @@ import logging
 import uuid
 from typing import Any, TypedDict
 
+from .. import _dbos
 from ..results import ToolResult, durability_error
 from ..tools import Tool, ToolContext
-from . import _dbos_compat as compat
 from . import drain, execution
 from .context import get_context
 from .crashpoints import crash_point
@@ -100,7 +100,7 @@ async def _guarded(spec: ToolCallSpec, *, fenced: bool) -> dict[str, Any]:
             settle = _settle_unknown(tool, tctx, args)  # an earlier attempt may have run
         else:
             settle = _invoke(tool, tctx, args)
-        result = await (compat.outside_workflow(settle) if fenced else settle)
+        result = await (_dbos.outside_workflow(settle) if fenced else settle)
         crash_point("after_handler")
         recorded = await attempt.record(result.model_dump(mode="json"))
         crash_point("after_tool_result")

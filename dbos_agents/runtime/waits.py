@@ -13,7 +13,7 @@ import time
 from typing import Any, Final
 
 from dbos import DBOS, SetWorkflowID
-from dbos._error import DBOSAwaitedWorkflowCancelledError
+from dbos import error as dbos_errors
 from pydantic import ValidationError
 
 from ..agent import Agent
@@ -190,7 +190,7 @@ async def start_sub_agent(spec: RunSpec, sub: Agent, tool_call_id: str, argument
 async def finish_sub_agent(handle: Any, tool: str, tool_call_id: str) -> ToolResult:
     try:
         outcome = RunOutcome.model_validate(await handle.get_result())
-    except DBOSAwaitedWorkflowCancelledError:  # the child was interrupted
+    except dbos_errors.DBOSAwaitedWorkflowCancelledError:  # the child was interrupted
         raise RunInterrupted(tool_call_id) from None
     if outcome.status == "interrupted":
         raise RunInterrupted(tool_call_id)

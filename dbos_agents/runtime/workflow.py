@@ -18,16 +18,18 @@ from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS
-from dbos._error import DBOSException
+from dbos import error as dbos_errors
 
+from .. import _dbos
 from ..agent import Agent
 from ..errors import ModelError, UnknownAgentError
-from ..ids import INBOX_TOPIC, WORKFLOW_NAME, run_event_key
+from ..ids import INBOX_TOPIC, WORKFLOW_NAME
 from ..messages import Message, ModelResponse, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
 from ..results import ToolResult
-from . import _dbos_events, _dbos_replay, drain, execution, outcomes, parking, run_bounds
+from ..store.runs import run_key
+from . import drain, execution, outcomes, parking, run_bounds
 from .context import get_context
 from .crashpoints import crash_point
 from .kinds import Turn, plan
@@ -102,44 +104,29 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
     """Run the agent loop for one user message; returns a ``RunOutcome`` as JSON.
 
     A persistent agent's workflow then waits on the ``inbox`` topic (up to ``idle_ttl``)
-    and runs the next message in the same workflow; each run's outcome is published as the
-    workflow event ``run:<run_seq>``.
+    and runs the next message in the same workflow; each run's outcome is recorded in
+    ``runs`` as the run ends.
     """
     return await _session(spec)
 
 
 async def _finish(
     spec: RunSpec,
-    status: str,
-    output: str | None,
-    error: str | None,
+    outcome: RunOutcome,
     open_inbox: bool = False,
     results: list[dict[str, Any]] | None = None,
-    outcome: dict[str, Any] | None = None,
 ) -> None:
-    """The run's end (``run_bounds.end``), with its outcome event (``outcome``, a
-    ``RunOutcome`` as JSON) in the same transaction."""
-    event = None
-    wf = DBOS.workflow_id
-    if outcome is not None and wf is not None:
-        event = _dbos_events.outcome_event_stmt(wf, run_event_key(spec["run_seq"]), outcome)
-    ledger = get_context().ledger
-    await run_bounds.end(ledger.ds.engine, spec, status, output, error, open_inbox, results, event)
-    if event is not None and wf is not None:
-        _dbos_events.signal_event(wf, run_event_key(spec["run_seq"]))
-
-
-def _publish(spec: RunSpec, published: dict[str, Any]) -> None:
-    """Hand the outcome, durable now (``_finish`` wrote its event), to waiters in this
-    process; DBOS delivers the event to the others by notification."""
-    if DBOS.workflow_id is not None:
-        outcomes.publish(DBOS.workflow_id, run_event_key(spec["run_seq"]), published)
+    """The run's end (``run_bounds.end``), its outcome recorded and announced with it;
+    then handed to waiters in this process, durable now."""
+    await run_bounds.end(get_context().ledger.ds.engine, spec, outcome, open_inbox, results)
+    crash_point("after_run_end")
+    outcomes.handover.resolve(run_key(spec["session_id"], spec["run_seq"]), outcome)
 
 
 async def _session(spec: RunSpec) -> dict[str, Any]:
     wf = DBOS.workflow_id
-    # A claim's seed marks an execution that resumes a parked wait (``_dbos_replay``).
-    resumed = wf is not None and _dbos_replay.enter_workflow(wf)
+    # A claim's seed marks an execution that resumes a parked wait.
+    resumed = wf is not None and _dbos.enter_workflow(wf)
     execution.begin_execution(resumed=resumed)
     parking.enter_workflow()
     try:
@@ -149,13 +136,13 @@ async def _session(spec: RunSpec) -> dict[str, Any]:
             session_id=spec["session_id"], run_seq=spec["run_seq"], status="failed", error=str(exc)
         )
         async with drain.finishing(returns=True):
-            await _finish(spec, "failed", None, str(exc))
+            await _finish(spec, failed)
         return failed.model_dump(mode="json")
     while True:
         unrecorded: list[dict[str, Any]] = []
         try:
             outcome, unrecorded = await _run_once(spec, agent)
-        except DBOSException:
+        except dbos_errors.DBOSException:
             raise  # DBOS's own control flow (ownership lost, ...): not ours to handle
         except Exception as exc:  # a bug or an outage: end the run visibly, never silently
             log.exception(
@@ -173,17 +160,7 @@ async def _session(spec: RunSpec) -> dict[str, Any]:
         # ended is never left PENDING by a deploy, for the next worker to replay.
         published = outcome.model_dump(mode="json")
         async with drain.finishing(returns=not wait_next):
-            await _finish(
-                spec,
-                outcome.status,
-                outcome.output,
-                outcome.error,
-                wait_next,
-                unrecorded,
-                published,
-            )
-            crash_point("after_run_end")
-            _publish(spec, published)
+            await _finish(spec, outcome, wait_next, unrecorded)
         if not wait_next:
             return published
         # Idle between runs: a root session's inbox wait parks like a client tool's
@@ -257,7 +234,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
         except RunInterrupted:  # fenced off before its turn was recorded
             status = "interrupted"
             break
-        except DBOSException:
+        except dbos_errors.DBOSException:
             raise
         except Exception as exc:  # an adapter bug: fail the run clearly, never hang it
             status, error = "failed", f"model adapter raised {type(exc).__name__}: {exc}"

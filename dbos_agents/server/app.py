@@ -14,7 +14,6 @@ from starlette.concurrency import run_in_threadpool
 from ..async_client import AsyncAgentClient
 from ..client import AgentClient
 from ..errors import ConfigurationError
-from ..runtime._dbos_compat import system_schema
 from .auth import Authenticate, Clock, SessionTokens, load_authenticate
 from .context import ServerContext
 from .errors import install_error_handlers
@@ -86,7 +85,7 @@ def create_app(
 
     def pending_summary() -> tuple[int, float] | None:
         c = ctx.client
-        return None if c is None else open_summary(c.sync.engine, system_schema(c.sync.dbos))
+        return None if c is None else open_summary(c.sync.engine, c.settings.dbos_system_schema)
 
     ctx.metrics.watch_pending(pending_summary)
 

@@ -87,7 +87,9 @@ def current_version(engine: sa.Engine) -> int:
         )
 
 
-def prepare_database(url: str, *, connect_timeout: float = 5.0) -> None:
+def prepare_database(
+    url: str, *, connect_timeout: float = 5.0, system_schema: str = "dbos"
+) -> None:
     """Everything a process needs before touching the database, safe to run concurrently:
     the database exists (fail fast otherwise), DBOS's system schema and ours are current.
 
@@ -99,7 +101,7 @@ def prepare_database(url: str, *, connect_timeout: float = 5.0) -> None:
     from .db import create_sync_engine, ensure_database, sqlalchemy_url
 
     ensure_database(url, connect_timeout=connect_timeout)
-    DBOS.migrate(sqlalchemy_url(url))
+    DBOS.migrate(sqlalchemy_url(url), schema=system_schema)
     engine = create_sync_engine(url, pool_size=1, connect_timeout=connect_timeout)
     try:
         migrate(engine)

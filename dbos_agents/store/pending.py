@@ -20,8 +20,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .. import _dbos
 from ..records import PendingCall, PendingKind
-from ..runtime._dbos_compat import ENDED, quoted
 from .pg import Db, Stmt, execute
 from .schema import SCHEMA as S
 
@@ -167,7 +167,7 @@ def row_for_submit(
     """The row a submit decides on (locked unless ``lock`` is false), with its run's DBOS
     status (``run_status``, ``None``: no such workflow) read by the same statement;
     ``None`` when there is no such wait."""
-    ws = quoted(system_schema) + ".workflow_status"
+    ws = _dbos.quoted(system_schema) + ".workflow_status"
     return conn.execute(
         sa.text(
             "SELECT p.kind, p.status, p.owner_workflow_id, p.output_schema,"
@@ -278,13 +278,13 @@ def list_pending_stmt(
 
     A wait whose run has ended (its workflow finished, failed or was cancelled without
     closing it) is not open, whatever its row says: nobody would read an answer."""
-    ended = ", ".join(f"'{s}'" for s in ENDED)
+    ended = ", ".join(f"'{s}'" for s in _dbos.ENDED)
     where = (
         []
         if include_resolved
         else [
             "status IN ('waiting', 'submitted')",
-            f"NOT EXISTS (SELECT 1 FROM {quoted(system_schema)}.workflow_status w"
+            f"NOT EXISTS (SELECT 1 FROM {_dbos.quoted(system_schema)}.workflow_status w"
             f" WHERE w.workflow_uuid = owner_workflow_id AND w.status IN ({ended}))",
         ]
     )

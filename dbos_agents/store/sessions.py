@@ -70,7 +70,8 @@ def root_of(conn: sa.Connection, session_id: str) -> str | None:
 
 
 def interrupt_tree(conn: sa.Connection, root_session_id: str) -> list[sa.Row[Any]]:
-    """Lock the whole tree, mark its busy sessions interrupted; returns (id, workflow_id)."""
+    """Lock the whole tree, mark its busy sessions interrupted; returns (id, workflow_id,
+    run_seq)."""
     conn.execute(
         sa.text(f"SELECT id FROM {S}.sessions WHERE root_session_id = :r ORDER BY id FOR UPDATE"),
         {"r": root_session_id},
@@ -80,7 +81,7 @@ def interrupt_tree(conn: sa.Connection, root_session_id: str) -> list[sa.Row[Any
             sa.text(
                 f"UPDATE {S}.sessions SET status = 'interrupted', inbox_open = false,"
                 " updated_at = now() WHERE root_session_id = :r"
-                " AND status IN ('queued', 'running') RETURNING id, workflow_id"
+                " AND status IN ('queued', 'running') RETURNING id, workflow_id, run_seq"
             ),
             {"r": root_session_id},
         ).all()

@@ -9,7 +9,7 @@ answered ``unknown_tool_call`` / ``run_ended``: nobody would read the answer.
 
 The common case (the wait is waiting, its run alive) is two statements in autocommit: the
 read, then one statement that marks the row only if it is still waiting and inserts DBOS's
-message from the marked row (``runtime/_dbos_send``). Every other case, and a row that
+message from the marked row (``_dbos.send_from_sql``; a fast path). Every other case, and a row that
 changed between the two, is decided in one transaction holding the row's lock, the message
 sent with ``DBOSClient.send_in_transaction``. A submit's round trips are waited on by both
 the submitter and the run it resumes (five in the transaction, two here).
@@ -29,7 +29,7 @@ import jsonschema
 import sqlalchemy as sa
 from dbos import DBOSClient
 
-from .. import storable
+from .. import _dbos, storable
 from ..delivery import (
     Delivery,
     InterruptDelivery,
@@ -53,14 +53,8 @@ from ..records import (
     SubmitStatus,
     UnknownReason,
 )
-from ..runtime import _dbos_send
-from ..runtime._dbos_compat import (
-    ENDED,
-    cancel_workflows_in_transaction,
-    system_schema,
-)
 from . import pending as pending_rows
-from . import sessions
+from . import runs, sessions
 
 log = logging.getLogger("dbos_agents")
 _WANTED = {"approval": "an approval", "client": "a client-tool result"}
@@ -88,6 +82,7 @@ def submit(
     session_id: str,
     tool_call_id: str,
     delivery: Delivery,
+    schema: str = "dbos",
 ) -> SubmitOutcome:
     """Deliver ``delivery`` to the workflow waiting on ``tool_call_id`` (see module doc)."""
     if isinstance(delivery, InterruptDelivery):
@@ -97,9 +92,10 @@ def submit(
     for field, value in delivery:
         storable.check_value(value, field)
     payload = encode(delivery)
-    decided = _accept_at_once(engine, client, session_id, tool_call_id, delivery, payload)
+    args = (engine, client, schema, session_id, tool_call_id, delivery, payload)
+    decided = _accept_at_once(*args)
     if decided is None:
-        decided = _decide_locked(engine, client, session_id, tool_call_id, delivery, payload)
+        decided = _decide_locked(*args)
     status, reason = decided
     if status == "accepted":
         log.info(
@@ -119,6 +115,7 @@ def submit(
 def _accept_at_once(
     engine: sa.Engine,
     client: DBOSClient,
+    schema: str,
     session_id: str,
     tool_call_id: str,
     delivery: Delivery,
@@ -126,30 +123,28 @@ def _accept_at_once(
 ) -> Decision | None:
     """The common case, a wait that is waiting and a run that is alive, in two statements
     and no transaction of ours: a read, then one statement that marks the wait submitted
-    only if it is still waiting and sends the message with it (``_dbos_send``). ``None``:
+    only if it is still waiting and sends the message with it (``_dbos``). ``None``:
     anything else, or the row changed in between: the locked transaction decides."""
-    if not _dbos_send.one_statement_possible(client):
+    if not _dbos.can_send_in_statement(client):
         return None
     with engine.connect() as conn:
         conn.execution_options(isolation_level="AUTOCOMMIT")
-        row = pending_rows.row_for_submit(
-            conn, session_id, tool_call_id, system_schema(client), lock=False
-        )
+        row = pending_rows.row_for_submit(conn, session_id, tool_call_id, schema, lock=False)
         if row is None or row.status != "waiting":
             return None
-        if row.run_status is None or row.run_status in ENDED:
+        if row.run_status is None or row.run_status in _dbos.ENDED:
             return None
         _check_delivery(row, tool_call_id, delivery)
         stmt = (
             f"WITH marked AS ({pending_rows.mark_if_waiting_sql()}),"
-            f" sent AS ({_dbos_send.insert_from(client, 'marked', 'owner_workflow_id')})"
+            f" sent AS ({_dbos.send_from_sql(client, 'marked', 'owner_workflow_id')})"
             " SELECT count(*) FROM marked"
         )
         params = {
             "s": session_id,
             "id": tool_call_id,
             "p": json.dumps(payload),
-            **_dbos_send.message_params(client, payload, tool_call_id, tool_call_id),
+            **_dbos.send_params(client, payload, tool_call_id, tool_call_id),
         }
         marked = conn.execute(sa.text(stmt), params).scalar_one()
     return ("accepted", None) if marked else None
@@ -177,6 +172,7 @@ def _check_delivery(row: Any, tool_call_id: str, delivery: Delivery) -> None:
 def _decide_locked(
     engine: sa.Engine,
     client: DBOSClient,
+    schema: str,
     session_id: str,
     tool_call_id: str,
     delivery: Delivery,
@@ -184,7 +180,7 @@ def _decide_locked(
 ) -> Decision:
     """Every other case, in one transaction holding the wait's row lock."""
     with engine.begin() as conn:
-        row = pending_rows.row_for_submit(conn, session_id, tool_call_id, system_schema(client))
+        row = pending_rows.row_for_submit(conn, session_id, tool_call_id, schema)
         if row is None:
             root = sessions.root_of(conn, session_id)
             if root is not None and root != session_id:
@@ -206,7 +202,7 @@ def _decide_locked(
                 extra={"event": "client_tool.late_answer", "tool_call_id": tool_call_id},
             )
             return "late_answer_after_timeout", None
-        if row.run_status in ENDED:
+        if row.run_status in _dbos.ENDED:
             pending_rows.close_one(conn, session_id, tool_call_id, "run_ended")
             _log_unknown(session_id, tool_call_id, "run_ended")
             return "unknown_tool_call", "run_ended"
@@ -231,7 +227,7 @@ def _log_unknown(session_id: str, tool_call_id: str, reason: str) -> None:
 
 def pending(
     engine: sa.Engine,
-    client: DBOSClient,
+    schema: str,
     *,
     session_id: str | None = None,
     tenant_id: str | None = None,
@@ -250,7 +246,7 @@ def pending(
             kind=kind,
             include_resolved=include_resolved,
             limit=limit,
-            system_schema=system_schema(client),
+            system_schema=schema,
         ),
     )
 
@@ -264,6 +260,7 @@ def interrupt(engine: sa.Engine, client: DBOSClient, session_id: str) -> Interru
             if root is None:
                 raise SessionNotFoundError(session_id)
             busy = sessions.interrupt_tree(conn, root)
+            runs.record_interrupted(conn, [(b.id, b.run_seq) for b in busy])
             waits = pending_rows.cancel_tree(conn, root)
             for w in waits:
                 client.send_in_transaction(
@@ -273,13 +270,15 @@ def interrupt(engine: sa.Engine, client: DBOSClient, session_id: str) -> Interru
                     topic=w.tool_call_id,
                     idempotency_key=f"interrupt::{w.tool_call_id}",
                 )
-            cancel_workflows_in_transaction(
-                conn, client, [b.workflow_id for b in busy], with_descendants=True
-            )
+            cancel = _dbos.cancel_in_transaction(conn, client, [b.workflow_id for b in busy])
     except SessionNotFoundError:
         raise
     except Exception as exc:
         raise InterruptFailedError(session_id, str(exc)) from exc
+    try:  # stock DBOS only: the cancel follows the commit; the runs are fenced already
+        cancel()
+    except Exception as exc:
+        log.warning("workflow cancel after an interrupt failed", extra={"error": str(exc)})
     for w in waits:
         log.warning(
             "client_tool.aborted",

@@ -26,14 +26,14 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from .. import _dbos
 from ..client import AgentClient
-from ..ids import run_event_key, run_workflow_id
 from ..outcome import TERMINAL, SessionInfo
 from ..records import HistoryEntry, ToolCallRecord
-from ..runtime._dbos_compat import system_schema
 from ..runtime.crashpoints import CRASH_POINTS
 from ..runtime.crashpoints import ENV_VAR as CRASH_ENV
 from ..runtime.crashpoints import SESSION_ENV_VAR as CRASH_SESSION_ENV
+from ..store import runs
 from ..store.schema import SCHEMA as S
 from .witness import ENV_VAR as WITNESS_ENV
 
@@ -171,7 +171,7 @@ class CrashHarness:
         would only park the replay (a drain), leaving the workflow PENDING. A persistent
         session's workflow does not end: it is not waited for."""
         sql = sa.text(
-            f'SELECT ws.status, s.inbox_open FROM "{system_schema(self.client.dbos)}".'
+            f"SELECT ws.status, s.inbox_open FROM {_dbos.quoted(self.client.settings.dbos_system_schema)}."
             f"workflow_status ws JOIN {S}.sessions s ON s.id = :s WHERE ws.workflow_uuid = :w"
         )
         deadline = time.monotonic() + timeout
@@ -221,11 +221,9 @@ class CrashHarness:
         second = self.start_worker()
         try:
             info = self.client.wait(sid, timeout=timeout)
-            # The session's rows can say ended before the run's outcome is published (a
-            # crash between the two): the recovered worker publishes it on replay.
-            wf, key = run_workflow_id(sid, info.run_seq), run_event_key(info.run_seq)
-            if self.client.dbos.get_event(wf, key, timeout_seconds=timeout) is None:
-                raise TimeoutError(f"run {info.run_seq} of {sid} ended, outcome never published")
+            # The session's status and the run's outcome commit together (``store.runs``).
+            if runs.get(self.client.engine, sid, info.run_seq) is None:
+                raise AssertionError(f"run {info.run_seq} of {sid} ended without an outcome")
             self._await_replayed(sid, info.workflow_id, timeout)
         finally:
             second.stop()

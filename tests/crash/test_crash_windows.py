@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from dbos_agents.ids import run_event_key, run_workflow_id
+from dbos_agents.ids import run_workflow_id
+from dbos_agents.store import runs
 from dbos_agents.testing import CRASH_POINTS, CrashHarness, DrillResult, Witness
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
@@ -124,7 +125,7 @@ def test_crash_window(harness: CrashHarness, tmp_path: Path, window: str, tool: 
 
 def test_outcome_is_published_with_the_run_end(harness: CrashHarness, tmp_path: Path) -> None:
     """A worker killed right after the run's end leaves the outcome readable before any
-    worker recovers the session: the event commits with the end (``session.v4``), so a
+    worker recovers the session: its row commits with the end (``store.runs``), so a
     waiter anywhere is answered without waiting for a replay."""
     harness.witness = tmp_path / "witness.jsonl"
     sid = harness.client.start("crashy", "lookup")
@@ -135,12 +136,14 @@ def test_outcome_is_published_with_the_run_end(harness: CrashHarness, tmp_path: 
         worker.kill()
     wf = run_workflow_id(sid, 1)
     assert _workflow_status(harness, wf) == "PENDING"  # nobody replayed it yet
-    outcome = harness.client.dbos.get_event(wf, run_event_key(1), timeout_seconds=0)
-    assert outcome is not None and outcome["status"] == "completed", outcome
-    assert outcome["output"] == "done"
+    outcome = runs.get(harness.client.engine, sid, 1)
+    assert outcome is not None and outcome.status == "completed", outcome
+    assert outcome.output == "done"
     recovering = harness.start_worker()  # the replay ends the workflow, re-runs nothing
     try:
-        assert harness.client.dbos.retrieve_workflow(wf).get_result() == outcome
+        returned = harness.client.dbos.retrieve_workflow(wf).get_result()
+        assert returned == outcome.model_dump(mode="json")
+        assert runs.get(harness.client.engine, sid, 1) == outcome  # the first end's row
     finally:
         recovering.stop()
     assert Witness(harness.witness).count("effect", tool="lookup") == 1

@@ -15,9 +15,10 @@ import pytest
 from dbos_agents.store.db import libpq_url
 from dbos_agents.testing import CrashHarness, WorkerProcess
 
+from ..conftest import needs_fast_paths
 from .waiting import until
 
-pytestmark = [pytest.mark.integration, pytest.mark.crash]
+pytestmark = [pytest.mark.integration, pytest.mark.crash, needs_fast_paths]
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from dbos._error import DBOSWorkflowConflictIDError
 
 from dbos_agents import AgentClient, AgentRuntime
-from dbos_agents.runtime import _dbos_compat as compat
-from dbos_agents.runtime import _dbos_recv
+from dbos_agents._dbos import internals as compat
+from dbos_agents._dbos import recv as _dbos_recv
 
 from .test_client_tools import _pending
 

@@ -9,8 +9,9 @@ import asyncio
 import pytest
 
 from dbos_agents import AgentClient, AgentRuntime
-from dbos_agents.runtime import _dbos_compat as compat
-from dbos_agents.runtime import _dbos_starts, drain
+from dbos_agents._dbos import internals as compat
+from dbos_agents._dbos import starts as _dbos_starts
+from dbos_agents.runtime import drain
 
 from .test_client_tools import _pending
 
@@ -54,10 +55,10 @@ async def test_a_local_start_is_claimed_as_it_is_enqueued(
 
 async def test_the_queue_claims_under_a_worker_limit_or_a_drain(runtime: AgentRuntime) -> None:
     name = runtime.settings.queue_name
-    assert _dbos_starts.local_start(name) is not None
+    assert runtime._local_claim() is not None
     drain.begin_drain()
     try:
-        assert _dbos_starts.local_start(name) is None
+        assert runtime._local_claim() is None
     finally:
         drain.end_drain()
     sys_db = compat._system_database()
@@ -74,17 +75,17 @@ async def test_the_result_of_a_local_start_is_handed_over_without_the_database(
     runtime: AgentRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run this start claimed hands its outcome over in process: ``result()`` does
-    not also register a DBOS event waiter (a check query and a listener entry)."""
-    from dbos import DBOS
+    not also read the run's row and wait for its NOTIFY."""
+    from dbos_agents.runtime import runtime as runtime_module
 
     asked: list[str] = []
-    get_event = DBOS.get_event_async
+    read = runtime_module.runs.read_stmt
 
-    async def counted(workflow_id: str, key: str, timeout_seconds: float = 60) -> object:
-        asked.append(key)
-        return await get_event(workflow_id, key, timeout_seconds)
+    def counted(session_id: str, run_seq: int) -> tuple[str, dict[str, object]]:
+        asked.append(session_id)
+        return read(session_id, run_seq)
 
-    monkeypatch.setattr(DBOS, "get_event_async", counted)
+    monkeypatch.setattr(runtime_module.runs, "read_stmt", counted)
     out = await asyncio.wait_for((await runtime.start("chat", "hello")).result(), 20)
     assert out.status == "completed"
     assert asked == []

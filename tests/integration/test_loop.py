@@ -14,7 +14,7 @@ from dbos_agents import (
     SessionBusyError,
     UnknownAgentError,
 )
-from dbos_agents.runtime._dbos_compat import _system_database
+from dbos_agents._dbos.internals import _system_database
 
 from .agents import CONTEXTS, EFFECTS
 

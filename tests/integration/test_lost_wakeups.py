@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from dbos_agents import AgentClient, AgentRuntime
-from dbos_agents.runtime import _dbos_compat as compat
+from dbos_agents._dbos import internals as compat
 from dbos_agents.runtime.context import get_context
 
 from .test_client_tools import _pending

@@ -14,9 +14,9 @@ import sqlalchemy as sa
 from dbos._sys_db import LoopAwareEvent
 
 from dbos_agents import AgentClient, AgentRuntime, PendingCall
+from dbos_agents._dbos import internals as compat
+from dbos_agents._dbos import replay as _dbos_replay
 from dbos_agents.outcome import RunSpec
-from dbos_agents.runtime import _dbos_compat as compat
-from dbos_agents.runtime import _dbos_replay
 from dbos_agents.runtime.context import get_context
 from dbos_agents.runtime.runtime import SessionHandle
 
@@ -208,7 +208,7 @@ async def test_a_persistent_sessions_idle_inbox_parks_and_wakes(
 async def test_a_resume_claim_is_a_compare_and_swap_that_a_retry_repeats(
     runtime: AgentRuntime, client: AgentClient
 ) -> None:
-    from dbos_agents.runtime import _dbos_parking as parking_compat
+    from dbos_agents._dbos import parking as parking_compat
 
     parker = get_context().parker
     h, p = await _parked_wait(runtime, client, "asker", "claim me")

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from dbos_agents import AgentClient, AgentRuntime
+from dbos_agents.store import runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -28,9 +29,10 @@ async def test_follow_ups_run_in_the_same_workflow_until_idle_ttl(
     assert h2.workflow_id == h1.workflow_id == h1.session_id
     out2 = await h2.result()
     assert (out2.output, out2.run_seq) == ("echo 1: two", 2)
-    # Each run's outcome is recorded on its own, as a workflow event.
-    ev1 = await asyncio.to_thread(client.dbos.get_event, h1.workflow_id, "run:1", 1)
-    assert ev1["output"] == "echo 0: one"
+    # Each run's outcome is recorded on its own.
+    ev1 = await asyncio.to_thread(runs.get, client.engine, h1.session_id, 1)
+    assert ev1 is not None and ev1.output == "echo 0: one"
+    assert await runtime.session(h1.session_id).result() == out2  # the latest run
     hist = await h2.history()
     assert [(m.role, m.run_seq) for m in hist] == [
         ("user", 1),

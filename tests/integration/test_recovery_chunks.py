@@ -13,8 +13,8 @@ import pytest
 import sqlalchemy as sa
 
 from dbos_agents import AgentRuntime
-from dbos_agents.runtime import _dbos_compat as compat
-from dbos_agents.runtime import _dbos_recovery
+from dbos_agents._dbos import internals as compat
+from dbos_agents._dbos import recovery as _dbos_recovery
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 QUEUE = "test-recovery-chunks-nobody"

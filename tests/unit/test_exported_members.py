@@ -58,6 +58,7 @@ EXPECTED_ALL = {
     "SessionNotFoundError",
     "TransientModelError",
     "UnknownAgentError",
+    "UnsupportedDBOSError",
 }
 
 ERROR_CLASSES = [
@@ -107,6 +108,7 @@ def test_errors_module_has_the_documented_classes() -> None:
         "InvalidRequestError",
         "InvalidResultError",
         "NotRootSessionError",
+        "UnsupportedDBOSError",
     }
 
 
@@ -132,6 +134,7 @@ def test_every_error_class_is_exported(cls: type[Exception]) -> None:
 
 def test_error_hierarchy() -> None:
     assert issubclass(errors.DatabaseUnavailableError, errors.ConfigurationError)
+    assert issubclass(errors.UnsupportedDBOSError, errors.ConfigurationError)
     assert issubclass(errors.TransientModelError, errors.ModelError)
     assert issubclass(errors.DefinitionError, ValueError)
     assert issubclass(errors.UnknownAgentError, LookupError)

@@ -14,22 +14,22 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ... import _dbos
 from ...messages import JSONValue
-from ...runtime._dbos_compat import ENDED
 from ...store.pending import with_decoded_arguments
 from ...store.schema import SCHEMA as S
 
 MAX_ROWS = 500
 """A list shows at most this many calls (the page then says ``500+``)."""
 
-_ENDED = ", ".join(f"'{s}'" for s in ENDED)
+_ENDED = ", ".join(f"'{s}'" for s in _dbos.ENDED)
 
 
 def _open_where(system_schema: str) -> str:
     """Open = waiting or submitted, and its run has not ended (nobody would read it)."""
     return (
         "p.status IN ('waiting', 'submitted') AND NOT EXISTS (SELECT 1 FROM"
-        f" {system_schema}.workflow_status w WHERE w.workflow_uuid = p.owner_workflow_id"
+        f" {_dbos.quoted(system_schema)}.workflow_status w WHERE w.workflow_uuid = p.owner_workflow_id"
         f" AND w.status IN ({_ENDED}))"
     )
 

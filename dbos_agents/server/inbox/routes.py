@@ -20,7 +20,6 @@ from fastapi.responses import Response
 from ...async_client import AsyncAgentClient, AsyncScopedClient
 from ...delivery import ApprovalDelivery, Delivery, ResultDelivery
 from ...errors import AccessDeniedError, DbosAgentsError, InvalidRequestError
-from ...runtime._dbos_compat import system_schema
 from ..auth import call_hook
 from ..context import ServerContext
 from . import queries
@@ -160,7 +159,7 @@ async def _inbox_page(
     ctx, sessions = _ctx(request)
     client = ctx.agent_client()
     rows = await client.offload(
-        queries.list_open, system_schema(client.sync.dbos), tenant_id=visitor.tenant_id
+        queries.list_open, client.settings.dbos_system_schema, tenant_id=visitor.tenant_id
     )
     settled = await client.offload(queries.list_settled, tenant_id=visitor.tenant_id)
     shown = [r for r in rows if agent in ("", r.agent) and tool in ("", r.tool)]

@@ -27,9 +27,8 @@ from typing import Any
 import sqlalchemy as sa
 from dbos._sys_db import WorkflowStatusString
 
-from . import drain
-from ._dbos_compat import _system_database, claims_without_limits, sharded
-from ._dbos_parking import (
+from .internals import _system_database, claims_without_limits, sharded
+from .parking import (
     NOW_MS,
     STATUS_COLUMNS,
     Claimed,
@@ -109,11 +108,10 @@ class LocalStart:
 
 
 def local_start(queue_name: str) -> LocalStart | None:
-    """A claim for one start by this worker, or None where the queue must claim it."""
+    """A claim for one start by this worker, or None where the queue must claim it (the
+    caller also leaves it to the queue while draining)."""
     from dbos._utils import GlobalParams
 
-    if drain.is_draining():
-        return None
     try:
         sys_db = _system_database()
     except Exception:  # DBOS not launched in this process

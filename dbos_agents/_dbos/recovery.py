@@ -15,7 +15,7 @@ failed chunk keep DBOS's per-workflow path.
 Private DBOS names used: ``dbos._dbos.startup_recovery_thread`` (replaced before launch),
 ``GlobalParams.executor_id``/``app_version``, ``INTERNAL_QUEUE_NAME``, the instance's
 ``background_thread_stop_events`` and ``_sys_db`` (``engine``, ``tables``,
-``get_pending_workflows``), ``DBOS._recover_pending_workflows``; ``_dbos_compat.sharded``.
+``get_pending_workflows``), ``DBOS._recover_pending_workflows``; ``internals.sharded``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dbos import _recovery
 from dbos._sys_db import WorkflowStatusString
 from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams
 
-from ._dbos_compat import _any_of, _system_database, sharded
+from .internals import _any_of, _system_database, sharded
 
 log = logging.getLogger("dbos_agents")
 

@@ -1,5 +1,5 @@
 """The DBOS internals that parking a wait uses (``runtime/parking.py``), beside
-``_dbos_compat`` and checked by the same test (``tests/unit/test_dbos_compat.py``).
+``internals`` (behaviour: ``tests/integration/test_parking.py``).
 
 Private names used: ``SystemDatabase._waiter`` (a waiter's key in the map and its
 components), ``notifications_map`` (``ThreadSafeEventDict.get/add/pop``, ``KeySignal``'s
@@ -19,8 +19,8 @@ from typing import Any
 import sqlalchemy as sa
 from dbos._sys_db import WorkflowStatusString
 
-from . import _dbos_replay
-from ._dbos_compat import (
+from . import replay
+from .internals import (
     _any_of,
     _instance,
     _system_database,
@@ -28,7 +28,7 @@ from ._dbos_compat import (
     sharded,
     unread_topics,
 )
-from ._dbos_replay import Recorded
+from .replay import Recorded
 
 
 def owner_xid(workflow_id: str) -> str | None:
@@ -110,7 +110,8 @@ def recorded_wake_times(workflow_ids: list[str]) -> dict[str, float]:
 
 
 # DBOS's WorkflowStatusInternal, key by key as ``SystemDatabase.get_workflow_statuses`` reads
-# it (test_dbos_compat compares the two); ``shard_key`` is added in Python.
+# it (test_local_start compares a claim's status with DBOS's read); ``shard_key`` is
+# added in Python.
 # fmt: off
 _STATUS_KEYS = [
     "workflow_uuid", "status", "name", "recovery_attempts", "config_name", "class_name",
@@ -144,7 +145,7 @@ _CLAIM = (
     " AND ws.executor_id = :executor"
     " AND (ws.owner_xid IS NOT DISTINCT FROM v.old OR ws.owner_xid = v.token)"
     f" RETURNING {STATUS_COLUMNS},"
-    # What the resumed execution reads first, read with the claim (``_dbos_replay.seed``):
+    # What the resumed execution reads first, read with the claim (``replay.seed``):
     # its recorded operations and the topics with a message waiting.
     " (SELECT json_agg(json_build_array(oo.function_id, oo.output, oo.error,"
     " oo.function_name, oo.child_workflow_id, oo.serialization) ORDER BY oo.function_id)"
@@ -172,7 +173,7 @@ _statements: dict[tuple[str, str], sa.TextualSelect] = {}
 def status_stmt(sys_db: Any, template: str) -> sa.TextualSelect:
     """A claim returning DBOS's status (``template`` with ``{schema}``), compiled once per
     schema, its columns typed as DBOS's table types them (so each value converts as DBOS's
-    own read converts it). Also ``_dbos_starts``'s claim of a worker's own start."""
+    own read converts it). Also ``starts``'s claim of a worker's own start."""
     schema = quoted_system_schema()
     stmt = _statements.get((template, schema))
     if stmt is None:
@@ -242,9 +243,9 @@ def execute_claimed(claimed: Claimed, token: str) -> None:
 
     workflow_id = claimed.status["workflow_uuid"]
     if claimed.recorded is not None:
-        _dbos_replay.seed(workflow_id, claimed.recorded, claimed.unread)
+        replay.seed(workflow_id, claimed.recorded, claimed.unread)
     try:
         execute_dequeued_workflow(_instance(), claimed.status, token)
     except BaseException:
-        _dbos_replay.unseed(workflow_id)
+        replay.unseed(workflow_id)
         raise

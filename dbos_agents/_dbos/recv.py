@@ -1,5 +1,5 @@
-"""A ``recv``'s consume phase in one statement, beside ``_dbos_compat`` and checked by the
-same test (``tests/unit/test_dbos_compat.py``).
+"""A ``recv``'s consume phase in one statement (a fast path; behaviour:
+``tests/integration/test_dbos_recv.py``).
 
 Every woken wait (a client tool's result, an approval, a persistent session's next message)
 ends in DBOS's ``SystemDatabase.recv_consume``: a transaction that reads whether an earlier
@@ -30,7 +30,7 @@ left alone.
 Its check for a message already there (``recv_check``, run as every wait starts or resumes
 and at each fallback re-check) is one statement too, in autocommit, instead of a query
 built anew in a BEGIN/COMMIT transaction; a resumed parked wait whose claim saw its
-message skips it (``_dbos_replay.message_waiting``).
+message skips it (``replay.message_waiting``).
 
 Private names used: ``SystemDatabase.recv_consume`` and ``recv_check`` (replaced),
 ``poll_limiter``, ``dbos._logger.dbos_logger``, ``schema``, ``app_name``,
@@ -48,8 +48,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from . import _dbos_replay
-from ._dbos_compat import quoted_system_schema, replace_on_system_database
+from . import replay
+from .internals import quoted_system_schema, replace_on_system_database
 
 FUNCTION_NAME = "DBOS.recv"
 
@@ -122,7 +122,7 @@ def _checker(sys_db: Any) -> Any:
 
     def recv_check(workflow_uuid: str, topic: str | None, event: Any) -> None:
         params = {"wf": workflow_uuid, "topic": topic if topic is not None else _dbos_null_topic}
-        if _dbos_replay.message_waiting(workflow_uuid, params["topic"]):
+        if replay.message_waiting(workflow_uuid, params["topic"]):
             event.set()  # a resumed wait: its claim saw the message (nothing else takes it)
             return
         try:

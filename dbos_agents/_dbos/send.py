@@ -1,5 +1,5 @@
 """DBOS's ``send`` as SQL that a caller's own statement can end with (checked by
-``tests/unit/test_dbos_compat.py`` against the row ``DBOSClient.send_in_transaction``
+``tests/integration/test_client_tools.py`` against the row ``DBOSClient.send_in_transaction``
 writes).
 
 A submit marks its wait submitted and sends the delivery; through ``send_in_transaction``
@@ -20,7 +20,7 @@ from typing import Any
 
 from dbos import DBOSClient
 
-from ._dbos_compat import quoted
+from .internals import quoted
 
 
 def one_statement_possible(client: DBOSClient) -> bool:

@@ -1,9 +1,9 @@
-"""Every use of DBOS internals, in one place (with ``_dbos_parking`` for parked waits,
-``_dbos_replay`` for replays, ``_dbos_starts`` for local starts and ``_dbos_recovery`` for
-recovery's re-enqueue).
+"""The fast paths' shared DBOS internals (with ``parking`` for parked waits, ``replay``
+for replays, ``starts`` for local starts, ``recovery`` for recovery's re-enqueue, ``recv``
+and ``send``); the facade (``__init__``) is what the rest of the package calls.
 
 DBOS 3.4 has no public API for a few things operations need. Each function here names the
-private DBOS object it relies on; ``tests/unit/test_dbos_compat.py`` fails loudly when a
+private DBOS object it relies on; behaviour tests against real DBOS fail when a
 DBOS upgrade moves or renames one, so an upgrade is a one-file review.
 
 - ``system_schema``: a submit reads whether the run it would wake has ended with its lock
@@ -14,7 +14,7 @@ DBOS upgrade moves or renames one, so an upgrade is a one-file review.
   ``DBOSClient._sys_db.tables.workflow_status`` and mirrors the columns DBOS resets.
 - Worker operations (``stop_dequeuing``, ``checkpointed_steps``, ``ended_workflows``,
   ``catch_up_waiters``, ``batch_fallback_rechecks``, ``listener_connection``): drain on
-  SIGTERM, adopt a dead worker's sessions (re-enqueued by ``_dbos_recovery``), and wake
+  SIGTERM, adopt a dead worker's sessions (re-enqueued by ``recovery``), and wake
   waiters whose notification was lost (in a LISTEN reconnect or otherwise) with one query
   for all of them, instead of DBOS's query per waiter.
 - ``dequeue_now``: one pass of DBOS's queue claim, run when a start is announced, so a

@@ -22,7 +22,7 @@ A parked wait's resume reads the snapshot with its claim (``seed``; the claim is
 this worker becomes the owner), and with it the topics that have a message waiting, so the
 resumed ``recv`` neither reads its records nor asks whether its message is there.
 
-Private names used (checked by ``tests/unit/test_dbos_compat.py``): ``SystemDatabase.
+Private names used (behaviour: ``tests/integration/test_parking.py``): ``SystemDatabase.
 check_operation_execution`` (replaced on the instance), ``tables.workflow_status`` and
 ``tables.operation_outputs``, ``_key_column`` (a sharded database is left alone) and
 ``dbos._sys_db.db_retry``.
@@ -38,7 +38,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ._dbos_compat import replace_on_system_database
+from .internals import replace_on_system_database
 
 Recorded = dict[int, tuple[Any, ...]]
 """function id -> (output, error, function_name, child_workflow_id, serialization)."""
@@ -61,7 +61,7 @@ _seeds_lock = threading.Lock()
 
 
 def seed(workflow_id: str, rows: Recorded, unread: set[str]) -> None:
-    """What the claim of a parked workflow read with it (``_dbos_parking.claim_parked``):
+    """What the claim of a parked workflow read with it (``parking.claim_parked``):
     its recorded operations and the topics with a message for it. The execution about to
     start takes them as its snapshot instead of reading. The claim made this worker the
     owner, so nothing records an operation of the workflow after it but that execution."""
