@@ -28,9 +28,9 @@ This module runs the benchmarks; ``report.py`` renders what they measured (with
 ``sections.py`` for the later sections). The report records the date, the machine (CPU, RAM, load average before and after), the
 Python and Postgres versions, every package version and the exact command, so a number is
 never quoted without what produced it. The raw results go to docs/benchmarks/results.json
-next to the plots. Default sizes take about two minutes on an idle 2-core machine;
-``--quick`` is a ~30 s smoke run. matplotlib is the optional extra ``bench``, never a
-runtime dependency of dbos-agents.
+next to the plots. ``--quick`` is a smoke run (how long runs take:
+docs/bench-notes/README.md). matplotlib is the optional extra ``bench``, never a runtime
+dependency of dbos-agents.
 """
 
 from __future__ import annotations
@@ -49,13 +49,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from machine import busy_note, loadavg, machine
+from _lib.db import LOCAL_SERVER
+from _lib.procfs import loadavg
+from machine import busy_note, machine
 from report import DEFAULT, QUICK, Sizes, render_saved, write_report
 from turns import require_matplotlib
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 DEFAULT_OUT = ROOT / "docs" / "benchmarks.md"
 PY = sys.executable
 
@@ -215,7 +216,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument(
         "--server-url",
-        default=os.environ.get("DBOS_AGENTS_BENCH_SERVER_URL", DEFAULT_SERVER),
+        default=os.environ.get("DBOS_AGENTS_BENCH_SERVER_URL", LOCAL_SERVER),
         help="any database URL on the Postgres server; fresh databases are created there",
     )
     p.add_argument("--quick", action="store_true", help="~30 s smoke run (tiny sizes)")

@@ -24,7 +24,6 @@ dbos_agents_bench_http, recreated).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import socket
@@ -33,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -41,14 +40,19 @@ from pathlib import Path
 
 import httpx
 import sqlalchemy as sa
-from pydantic import BaseModel
+from _lib import cli
+from _lib.asker import AGENT, confirm, respond
+from _lib.db import database_url, scalar
+from _lib.procfs import cpu_seconds
+from _lib.stats import pct
+from _lib.tables import rich_table
+from _lib.timing import wait_until
 from rich.console import Console
-from rich.table import Table
 
-from dbos_agents import Agent, AgentRuntime, ModelResponse, client_tool
+from dbos_agents import Agent, AgentRuntime
 from dbos_agents.client import AgentClient
-from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
-from dbos_agents.testing import CrashHarness, WorkerProcess, create_fresh_database
+from dbos_agents.models import ScriptedModel
+from dbos_agents.testing import CrashHarness, WorkerProcess
 
 HERE = Path(__file__).resolve().parent
 SECRET = "bench-secret-" + "b" * 32
@@ -58,43 +62,13 @@ console = Console(width=130)
 # ------------------------------------------------------------------------- the worker's app
 
 
-class ConfirmIn(BaseModel):
-    question: str
-
-
-class ConfirmOut(BaseModel):
-    ok: bool
-
-
-confirm = client_tool("confirm", input=ConfirmIn, output=ConfirmOut)
-
-
-def _respond(request: ModelRequest) -> str | ModelResponse:
-    if sum(1 for m in request.messages if m.role == "assistant") == 0:
-        return calls(call("confirm", {"question": "go ahead?"}))
-    return "confirmed"
-
-
 def runtime() -> AgentRuntime:
     """The worker subprocess's app: ``http_submit:runtime`` (cwd = bench/)."""
-    asker = Agent("asker", "asks", tools=[confirm], tool_timeout=timedelta(minutes=30))
-    return AgentRuntime([asker], ScriptedModel(respond=_respond))
+    asker = Agent(AGENT, "asks", tools=[confirm], tool_timeout=timedelta(minutes=30))
+    return AgentRuntime([asker], ScriptedModel(respond=respond))
 
 
 # ------------------------------------------------------------------------------ measuring
-
-
-def pct(xs: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    s = sorted(xs)
-    return s[max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process, from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -180,10 +154,10 @@ def free_port() -> int:
         return port
 
 
-def start_server(database_url: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
+def start_server(url: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
-        "DBOS_AGENTS_SERVER_DATABASE_URL": database_url,
+        "DBOS_AGENTS_SERVER_DATABASE_URL": url,
         "DBOS_AGENTS_SERVER_SECRET": SECRET,
         "DBOS_AGENTS_SERVER_ALLOW_UNAUTHENTICATED": "1",
         "DBOS_AGENTS_SERVER_PORT": str(port),
@@ -213,21 +187,8 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> Non
 
 
 def busy_sessions(engine: sa.Engine) -> int:
-    with engine.connect() as conn:
-        n = conn.execute(
-            sa.text(
-                "SELECT count(*) FROM dbos_agents.sessions WHERE status IN ('queued', 'running')"
-            )
-        ).scalar_one()
-    return int(n)
-
-
-def wait_until(what: str, done: Callable[[], bool], timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.1)
+    sql = "SELECT count(*) FROM dbos_agents.sessions WHERE status IN ('queued', 'running')"
+    return int(scalar(engine, sql))
 
 
 def create_sessions(
@@ -286,9 +247,7 @@ class Bench:
         try:
 
             def start(k: int) -> tuple[str, str | None]:
-                r = pool[k % self.clients].post(
-                    "/sessions", json={"agent": "asker", "message": "go"}
-                )
+                r = pool[k % self.clients].post("/sessions", json={"agent": AGENT, "message": "go"})
                 r.raise_for_status()
                 body = r.json()
                 return body["session_id"], body["token"]
@@ -317,7 +276,7 @@ class Bench:
 
     def direct_round(self) -> Burst:
         def start(k: int) -> tuple[str, str | None]:
-            return self.client.start("asker", "go"), None
+            return self.client.start(AGENT, "go"), None
 
         items = wait_pending(self.client, create_sessions(self.sessions, self.clients, start))
 
@@ -338,20 +297,16 @@ class Bench:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("--database-url", default=None)
-    p.add_argument("--sessions", type=int, default=200)
-    p.add_argument("--clients", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=2)
+    p = cli.parser(__doc__)
+    cli.add_database_url(p)
+    cli.options(p, sessions=200, clients=8, rounds=2)
     p.add_argument(
         "--live-worker",
         action="store_true",
         help="keep the worker running during bursts (it then resumes sessions concurrently)",
     )
     args = p.parse_args()
-    url = args.database_url or create_fresh_database(
-        "postgresql://postgres@127.0.0.1:5432/postgres", "dbos_agents_bench_http"
-    )
+    url = database_url(args.database_url, "dbos_agents_bench_http")
     logs = Path(tempfile.mkdtemp(prefix="bench-http-"))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -391,14 +346,14 @@ def main() -> None:
 
 def report(bursts: list[Burst], args: argparse.Namespace) -> None:
     mode = "live worker" if args.live_worker else "worker paused during bursts"
-    table = Table(
-        title=f"submit throughput: {args.sessions} waiting sessions,"
-        f" {args.clients} concurrent clients, {mode}"
-    )
     cols = ("path", "round", "submits/s", "p50 ms", "p99 ms", "wall s")
     cpu_cols = ("CPU ms/submit: bench", "server", "worker")
-    for col in (*cols, *cpu_cols, "outcomes"):
-        table.add_column(col, justify="left" if col in ("path", "outcomes") else "right")
+    table = rich_table(
+        f"submit throughput: {args.sessions} waiting sessions,"
+        f" {args.clients} concurrent clients, {mode}",
+        (*cols, *cpu_cols, "outcomes"),
+        left=("path", "outcomes"),
+    )
     rounds: dict[str, int] = {}
     for b in bursts:
         rounds[b.path] = rounds.get(b.path, 0) + 1

@@ -20,14 +20,6 @@ def _first(path: str, key: str) -> str | None:
     return None
 
 
-def loadavg() -> str:
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "n/a"
-
-
 def postgres_version(server_url: str) -> str:
     import psycopg
     from sqlalchemy.engine import make_url

@@ -9,23 +9,25 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from _lib.labels import (
+    LANGGRAPH,
+    MIX,
+    OURS,
+    PRIMARY,
+    RAW_CALL,
+    RAW_PRIMARY,
+    SUBMIT_CALL,
+    TOOL_MSG,
+)
+from _lib.stats import pct
+from _lib.tables import md_table as table
 from machine import pkg_version
 from sections import parked_section, parking_section, recovery_section, start_section
-from turns import TurnRow, floor_of, pct, plot_submit, plot_turns, ratio, turn_rows
-
-OURS = "dbos-agents: model turn + side-effecting tool call"  # row labels in turn_overhead.py
-MIX = "raw DBOS: 2 steps + 2 datasource tx"
-LANGGRAPH = "LangGraph + AsyncPostgresSaver (default durability)"  # row label in peers
-PRIMARY = "submit -> run finished (workflow_status.updated_at)"  # submit_latency.py metrics
-TOOL_MSG = "submit -> tool message recorded (next model step began its write)"
-SUBMIT_CALL = "submit call itself (client.submit_tool_result)"
-RAW_PRIMARY = "send -> workflow finished (workflow_status.updated_at)"
-RAW_CALL = "send call itself (DBOSClient.send)"
+from turns import TurnRow, floor_of, plot_submit, plot_turns, ratio, turn_rows
 
 
 @dataclass(frozen=True)
@@ -52,13 +54,6 @@ QUICK = Sizes(
     sessions=5, peer_sessions=3, turns=10, sequential=30, raw=10, starts=20,
     parked=200, burst=100, recovery=100, rounds=1,
 )  # fmt: skip
-
-
-def table(header: Sequence[str], body: Sequence[Sequence[str]], right_from: int = 1) -> str:
-    align = ["---" if i < right_from else "---:" for i in range(len(header))]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
-    return "\n".join(lines)
 
 
 def rounds_table(rows: list[TurnRow], rounds: int) -> list[str]:

@@ -6,20 +6,11 @@ file stays readable; every function turns one benchmark's JSON into markdown lin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-
-def pct(xs: Sequence[float], q: float) -> float:
-    """Percentile q (0-100) by nearest rank, as bench/all.py computes it."""
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))]
-
-
-def table(header: Sequence[str], body: Sequence[Sequence[str]], right_from: int = 1) -> str:
-    align = ["---" if i < right_from else "---:" for i in range(len(header))]
-    rows = [header, align, *body]
-    return "\n".join("| " + " | ".join(r) + " |" for r in rows)
+from _lib.labels import START_ROWS
+from _lib.stats import pct_rounded as pct
+from _lib.tables import md_table as table
 
 
 def met(ok: bool) -> str:
@@ -28,8 +19,6 @@ def met(ok: bool) -> str:
 
 def start_section(res: dict[str, Any]) -> list[str]:
     """Start -> first model call and last step -> result(), against raw DBOS."""
-    from start_latency import ROWS
-
     samples, cpu = res["samples_ms"], res["cpu_ms_per_session"]
     ours, raw = pct(samples["ours_start"], 50), pct(samples["raw_start"], 50)
     res_ours = pct(samples["ours_result"], 50)
@@ -54,7 +43,7 @@ def start_section(res: dict[str, Any]) -> list[str]:
                     f"{max(samples[key]):.1f}",
                     f"{cpu[ck]:.1f}" if ck else "",
                 )
-                for key, label, ck in ROWS
+                for key, label, ck in START_ROWS
             ],
         ),
         "",

@@ -11,8 +11,8 @@ process, interleaved session by session with raw-DBOS floors doing the same trip
   ``DBOS.start_workflow_async`` of a one-step workflow (no queue) and ``DBOSClient.enqueue``
   on a queue polled at the same interval as ours, each to the first line of its step.
 - **last step -> result()**: from the run's end committing (with the ``run:<n>`` outcome
-  event in it, ``session.v4``) to ``await handle.result()`` returning in the caller. The floor is a
-  raw workflow's last step -> ``await handle.get_result()``.
+  event in it) to ``await handle.result()`` returning in the caller. The floor is a raw
+  workflow's last step -> ``await handle.get_result()``.
 
 Both figures wait on whatever DBOS waits on: the queue's polling interval
 (``queue_polling_interval_sec``, 0.2 s by default, the setting this bench runs with) and
@@ -27,26 +27,23 @@ Without --database-url it uses DBOS_AGENTS_DATABASE_URL, else the local server a
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import os
-import platform
 import statistics
 import sys
 import time
-from collections.abc import Sequence
-from importlib.metadata import version
 from typing import Any
 
+from _lib import cli, internals
+from _lib.db import database_url
+from _lib.labels import START_ROWS as ROWS
+from _lib.stats import pct_rounded
+from _lib.tables import rich_table
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 from rich.console import Console
-from rich.table import Table
 
 from dbos_agents import Agent, AgentClient, AgentRuntime, ModelResponse, Settings
 from dbos_agents.models import ModelRequest, ScriptedModel
-from dbos_agents.store.db import sqlalchemy_url
-from dbos_agents.testing import create_fresh_database
 
 RAW_QUEUE = "bench_raw_queue"
 marks: dict[str, float] = {}
@@ -77,28 +74,14 @@ async def raw_workflow() -> int:
     return 3
 
 
-def hook_run_event() -> None:
-    """Mark the moment a run's outcome is durable: its end committed, the outcome event with
-    it (``session.v4``; before, a ``set_event`` step after the end)."""
-    from dbos_agents.runtime import run_bounds
-
-    original = run_bounds.end
-
-    async def end(*args: Any, **kwargs: Any) -> None:
-        await original(*args, **kwargs)
-        marks["event_done"] = time.perf_counter()
-
-    run_bounds.end = end
-
-
-def pct(xs: Sequence[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
-
-
 def cpu() -> float:
     t = os.times()
     return t.user + t.system
+
+
+def mark_event_done() -> None:
+    """The run's outcome is durable: its end committed, the outcome event with it."""
+    marks["event_done"] = time.perf_counter()
 
 
 async def run(url: str, sessions: int, poll: float) -> dict[str, Any]:
@@ -107,10 +90,10 @@ async def run(url: str, sessions: int, poll: float) -> dict[str, Any]:
     )
     rt = AgentRuntime([Agent("bench")], ScriptedModel(respond=respond), settings=settings)
     await rt.launch()
-    hook_run_event()
+    internals.after_run_end(mark_event_done)
     await DBOS.register_queue_async(RAW_QUEUE, polling_interval_sec=poll)
     dbos_client = DBOSClient(
-        system_database_url=sqlalchemy_url(url), application_name=settings.app_name
+        system_database_url=internals.sqlalchemy_url(url), application_name=settings.app_name
     )
     client = AgentClient(url, settings=settings)
     s: dict[str, list[float]] = {
@@ -184,38 +167,23 @@ async def run(url: str, sessions: int, poll: float) -> dict[str, Any]:
         "queue_polling_interval_sec": poll,
         "samples_ms": {k: [round(x, 3) for x in v] for k, v in s.items()},
         "cpu_ms_per_session": {k: round(v / sessions, 3) for k, v in cpu_ms.items()},
-        "versions": {
-            "python": platform.python_version(),
-            "dbos": version("dbos"),
-            "dbos-agents": version("dbos-agents"),
-        },
+        "versions": cli.versions(),
     }
 
 
-ROWS = [
-    ("ours_start", "dbos-agents: runtime.start -> first model call", "ours"),
-    ("ours_client_start", "dbos-agents: AgentClient.start -> first model call", "ours_client"),
-    ("raw_start", "raw DBOS: start_workflow_async -> first step (no queue)", "raw"),
-    ("raw_enqueue", "raw DBOS: DBOSClient.enqueue -> first step (same polling)", "raw_enqueue"),
-    ("ours_result", "dbos-agents: run's end (with its event) -> result() returns", None),
-    ("raw_result", "raw DBOS: last step -> get_result() returns", None),
-]
-
-
 def report(res: dict[str, Any], out: Any) -> None:
-    table = Table(
-        title=f"start and result latency, ms ({res['sessions']} sessions each, "
-        f"queue polling {res['queue_polling_interval_sec']} s)"
+    table = rich_table(
+        f"start and result latency, ms ({res['sessions']} sessions each, "
+        f"queue polling {res['queue_polling_interval_sec']} s)",
+        ("path", "p50", "p90", "p99", "max", "CPU ms/session"),
     )
-    for col in ("path", "p50", "p90", "p99", "max", "CPU ms/session"):
-        table.add_column(col, justify="left" if col == "path" else "right")
     for key, label, cpu_key in ROWS:
         xs = res["samples_ms"][key]
         table.add_row(
             label,
             f"{statistics.median(xs):.1f}",
-            f"{pct(xs, 0.9):.1f}",
-            f"{pct(xs, 0.99):.1f}",
+            f"{pct_rounded(xs, 90):.1f}",
+            f"{pct_rounded(xs, 99):.1f}",
             f"{max(xs):.1f}",
             f"{res['cpu_ms_per_session'][cpu_key]:.1f}" if cpu_key else "",
         )
@@ -223,21 +191,19 @@ def report(res: dict[str, Any], out: Any) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("--database-url", default=os.environ.get("DBOS_AGENTS_DATABASE_URL"))
-    p.add_argument("--sessions", type=int, default=200)
+    p = cli.parser(__doc__)
+    cli.add_database_url(p, from_env=True)
+    cli.options(p, sessions=200)
     # 0.2 s, not the worker's 1 s default: the raw-DBOS enqueue row waits for this poll.
     p.add_argument("--poll", type=float, default=0.2)
     p.add_argument("--quick", action="store_true", help="smoke run: 20 sessions")
     p.add_argument("--json", action="store_true", help="report on stderr, one JSON line on stdout")
     args = p.parse_args()
-    url = args.database_url or create_fresh_database(
-        "postgresql://postgres@127.0.0.1:5432/postgres", "dbos_agents_bench_start"
-    )
+    url = database_url(args.database_url, "dbos_agents_bench_start")
     res = asyncio.run(run(url, 20 if args.quick else args.sessions, args.poll))
     report(res, sys.stderr if args.json else sys.stdout)
     if args.json:
-        print(json.dumps(res), flush=True)
+        cli.print_json(res)
 
 
 if __name__ == "__main__":

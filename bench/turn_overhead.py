@@ -17,26 +17,22 @@ distributions.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import os
-import platform
 import statistics
 import time
 from collections.abc import Awaitable, Callable
-from importlib.metadata import version
 from typing import Any
 
-import sqlalchemy as sa
+from _lib import cli, internals
+from _lib.db import database_url
+from _lib.labels import MIX, OURS, RAW
+from _lib.tables import rich_table
 from dbos import DBOS
+from peers._common import p90
 from rich.console import Console
-from rich.table import Table
 
 from dbos_agents import Agent, AgentRuntime, ModelResponse, Settings, ToolContext, tool
 from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
-from dbos_agents.runtime.context import get_context
-from dbos_agents.testing import create_fresh_database
 
 TURNS = 20  # set by --turns before the runtime launches; respond() reads it
 
@@ -66,11 +62,6 @@ async def raw_tool(i: int) -> dict[str, object]:
 _RAW_TX: list[Callable[[int], Awaitable[int]]] = []
 
 
-async def _raw_write(i: int) -> int:
-    await get_context().ledger.ds.sql_session().execute(sa.text("SELECT :i"), {"i": i})
-    return i
-
-
 @DBOS.workflow(name="bench.raw_mix")
 async def raw_mix(turns: int) -> int:
     """The design's irreducible mix per turn: 2 steps + 2 datasource transactions."""
@@ -91,34 +82,16 @@ async def raw_loop(turns: int) -> int:
     return turns
 
 
-RAW = "raw DBOS: 2 async steps"
-MIX = "raw DBOS: 2 steps + 2 datasource tx"
-OURS = "dbos-agents: model turn + side-effecting tool call"
-
-
-def p90(xs: list[float]) -> float:
-    """90th percentile (inclusive), as bench/peers/_common.py computes it, so rows compare."""
-    if len(xs) == 1:
-        return xs[0]
-    return statistics.quantiles(xs, n=10, method="inclusive")[-1]
-
-
 async def run(url: str, sessions: int) -> dict[str, list[float]]:
     """Per-session ms per turn of each path, keyed by path label (RAW, MIX, OURS)."""
-    settings = Settings(
-        database_url=url, executor_id="bench", log_level="ERROR"
-    )
+    settings = Settings(database_url=url, executor_id="bench", log_level="ERROR")
     rt = AgentRuntime(
         [Agent("bench", tools=[charge], max_turns=TURNS + 1)],
         ScriptedModel(respond=respond),
         settings=settings,
     )
     await rt.launch()
-    _RAW_TX.append(
-        get_context().ledger.ds.transaction(name="bench.raw_tx", isolation_level="READ COMMITTED")(
-            _raw_write
-        )
-    )
+    _RAW_TX.append(internals.raw_datasource_tx())
     # Warm up both paths.
     await (await rt.start("bench", "warm")).result()
     await (await DBOS.start_workflow_async(raw_loop, TURNS)).get_result()
@@ -147,9 +120,10 @@ def print_table(samples: dict[str, list[float]], sessions: int) -> None:
     """The human-readable report (the default output)."""
     raw_ms, mix_ms, ours_ms = samples[RAW], samples[MIX], samples[OURS]
     raw, mix, ours = (statistics.median(x) for x in (raw_ms, mix_ms, ours_ms))
-    table = Table(title=f"ms per turn (median of {sessions} sessions x {TURNS} turns)")
-    for col in ("path", "median", "min", "max"):
-        table.add_column(col, justify="right" if col != "path" else "left")
+    table = rich_table(
+        f"ms per turn (median of {sessions} sessions x {TURNS} turns)",
+        ("path", "median", "min", "max"),
+    )
     table.add_row(RAW, f"{raw:.2f}", f"{min(raw_ms):.2f}", f"{max(raw_ms):.2f}")
     table.add_row(
         MIX,
@@ -169,21 +143,19 @@ def print_table(samples: dict[str, list[float]], sessions: int) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--database-url", default=os.environ.get("DBOS_AGENTS_DATABASE_URL"))
-    p.add_argument("--sessions", type=int, default=10)
+    p = cli.parser(__doc__)
+    cli.add_database_url(p, from_env=True)
+    cli.options(p, sessions=10)
     p.add_argument("--turns", type=int, default=TURNS, help="tool-calling turns per session")
     p.add_argument(
         "--json", action="store_true", help="print one JSON line with the samples instead"
     )
     args = p.parse_args()
     _set_turns(args.turns)
-    url = args.database_url or create_fresh_database(
-        "postgresql://postgres@127.0.0.1:5432/postgres", "dbos_agents_bench"
-    )
+    url = database_url(args.database_url, "dbos_agents_bench")
     samples = asyncio.run(run(url, args.sessions))
     if args.json:
-        print(json.dumps(as_json(samples, args.sessions)), flush=True)
+        cli.print_json(as_json(samples, args.sessions))
     else:
         print_table(samples, args.sessions)
 
@@ -200,11 +172,7 @@ def as_json(samples: dict[str, list[float]], sessions: int) -> dict[str, Any]:
     return {
         "sessions": sessions,
         "turns": TURNS,
-        "versions": {
-            "python": platform.python_version(),
-            "dbos": version("dbos"),
-            "dbos-agents": version("dbos-agents"),
-        },
+        "versions": cli.versions(),
         "rows": [
             {
                 "system": label,

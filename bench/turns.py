@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,12 +17,6 @@ def require_matplotlib() -> None:
             "bench/all.py needs matplotlib for the plots, which is not a dependency of"
             " dbos-agents itself.\nInstall the bench extra:  pip install -e '.[bench]'"
         )
-
-
-def pct(xs: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100), as bench/submit_latency.py computes it."""
-    s = sorted(xs)
-    return s[max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))]
 
 
 @dataclass(frozen=True)

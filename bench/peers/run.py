@@ -28,8 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from dbos_agents.testing import create_fresh_database
-from dbos_agents.testing.database import drop_database
+from dbos_agents.testing import create_fresh_database, drop_database
 
 HERE = Path(__file__).resolve().parent
 PEERS_PYTHON = HERE / ".venv" / "bin" / "python"

@@ -1,0 +1,32 @@
+"""Row and metric labels that the scripts print and put in their JSON, and that
+bench/report.py and bench/sections.py look up in docs/benchmarks/results.json: one place,
+so the two sides cannot drift apart."""
+
+from __future__ import annotations
+
+# bench/turn_overhead.py's rows
+RAW = "raw DBOS: 2 async steps"
+MIX = "raw DBOS: 2 steps + 2 datasource tx"
+OURS = "dbos-agents: model turn + side-effecting tool call"
+
+LANGGRAPH = "LangGraph + AsyncPostgresSaver (default durability)"
+"""A row of bench/peers/langgraph_pg.py (which runs in the peers' venv and prints it)."""
+
+# bench/submit_latency.py's metrics (ms); PRIMARY and RAW_PRIMARY are the headline rows
+PRIMARY = "submit -> run finished (workflow_status.updated_at)"
+TOOL_MSG = "submit -> tool message recorded (next model step began its write)"
+SUBMIT_CALL = "submit call itself (client.submit_tool_result)"
+CALLER_SAW = "submit -> caller saw finish (20 ms get_result poll)"
+RAW_PRIMARY = "send -> workflow finished (workflow_status.updated_at)"
+RAW_CALL = "send call itself (DBOSClient.send)"
+RAW_CALLER_SAW = "send -> caller saw finish (local task handle)"
+
+START_ROWS = [
+    ("ours_start", "dbos-agents: runtime.start -> first model call", "ours"),
+    ("ours_client_start", "dbos-agents: AgentClient.start -> first model call", "ours_client"),
+    ("raw_start", "raw DBOS: start_workflow_async -> first step (no queue)", "raw"),
+    ("raw_enqueue", "raw DBOS: DBOSClient.enqueue -> first step (same polling)", "raw_enqueue"),
+    ("ours_result", "dbos-agents: run's end (with its event) -> result() returns", None),
+    ("raw_result", "raw DBOS: last step -> get_result() returns", None),
+]
+"""bench/start_latency.py's rows: (sample key, label, CPU key or None)."""
