@@ -42,18 +42,15 @@ from .results import ToolError, ToolResult
 from .tools import Tool, ToolContext, tool
 
 if TYPE_CHECKING:
-    from .async_client import AsyncAgentClient, AsyncScopedClient
-    from .client import AgentClient
+    from .client import AgentClient, AsyncAgentClient, Scope
     from .runtime import AgentRuntime, SessionHandle
-    from .scoped import ScopedClient
     from .settings import Settings
 
 _LAZY = {
     "AgentClient": "client",
     "AgentRuntime": "runtime",
-    "AsyncAgentClient": "async_client",
-    "AsyncScopedClient": "async_client",
-    "ScopedClient": "scoped",
+    "AsyncAgentClient": "client",
+    "Scope": "client",
     "SessionHandle": "runtime",
     "Settings": "settings",
 }
@@ -71,8 +68,7 @@ __all__ = [
     "AgentClient",
     "AgentRuntime",
     "AsyncAgentClient",
-    "AsyncScopedClient",
-    "ScopedClient",
+    "Scope",
     "SessionHandle",
     "Settings",
     # data

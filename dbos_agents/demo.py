@@ -20,11 +20,11 @@ from rich.table import Table
 
 from .client import AgentClient
 from .examples.support_desk import PAYMENTS_ENV, FakePayments
+from .models.guard import block_real_models
 from .outcome import TERMINAL
 from .records import HistoryEntry
 from .settings import Settings
 from .testing.crash import CrashHarness, WorkerProcess
-from .testing.guard import block_real_models
 
 APP = "dbos_agents.examples.support_desk:runtime"
 

@@ -110,17 +110,18 @@ class SessionBusyError(DbosAgentsError):
 
 
 class AccessDeniedError(DbosAgentsError, PermissionError):
-    """A client scoped to one user (and tenant) acted on a session of another; nothing was
-    read or changed."""
+    """A client scoped to one user (and tenant) acted on a session of another, or on
+    something outside its scope (``detail`` says what); nothing was read or changed."""
 
     code = "ACCESS_DENIED"
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str | None, detail: str | None = None) -> None:
         self.session_id = session_id
-        super().__init__(f"session {session_id!r} belongs to another user or tenant")
+        self.detail = detail
+        super().__init__(detail or f"session {session_id!r} belongs to another user or tenant")
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.session_id,))
+        return (type(self), (self.session_id, self.detail))
 
 
 class RuntimeNotLaunchedError(DbosAgentsError):

@@ -122,3 +122,17 @@ def check_value(obj: Any, field: str) -> None:
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
             check_value(v, f"{field}[{i}]")
+
+
+def check_int(value: object, what: str, low: int, high: int | None = None) -> int:
+    """``value`` if it is an int in the range (``high`` None: no upper bound), else
+    ``InvalidRequestError``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        span = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise InvalidRequestError(f"{what} must be an int {span}, got {value!r}")
+    return value

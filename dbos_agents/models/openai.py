@@ -7,7 +7,7 @@
   which retries ``TransientModelError`` (429, 408, 409, 5xx, timeouts, connection failures)
   with backoff; every other provider failure is a ``ModelError``, and so is a 429 whose code
   is ``insufficient_quota`` (an exhausted billing quota does not come back by waiting).
-- Under the test guard (``dbos_agents.testing.guard``: our tests and the demo) a request to
+- Under the test guard (``dbos_agents.models.guard``: our tests and the demo) a request to
   an endpoint not on this machine raises ``ModelError`` before anything is sent.
 - Cost comes from ``prices`` or from ``PRICES``, a small table of approximate list prices;
   a model in neither costs ``0.0``.
@@ -37,8 +37,8 @@ from openai.types.chat import (
 
 from ..errors import ConfigurationError, ModelError, TransientModelError
 from ..messages import Message, ModelResponse, ToolCall, Usage
-from ..testing.guard import check_model_endpoint
 from .base import ModelRequest, ToolSpec
+from .guard import check_model_endpoint
 
 __all__ = ["PRICES", "SETTINGS", "OpenAIModel", "Price"]
 

@@ -23,7 +23,7 @@ from ..errors import (
 from ..models.base import Model
 from ..outcome import RunOutcome, RunSpec, SessionInfo
 from ..settings import CLIENT_POOL_SIZE, SYNC_MAX_OVERFLOW, SYNC_POOL_SIZE, Settings
-from ..store import pg, queries, runs, submit
+from ..store import pending, pg, queries, runs
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
 from ..store.listen import Listener
 from ..store.migrate import SCHEMA, migrate
@@ -366,7 +366,7 @@ class AgentRuntime:
         """Delete settled pending calls older than ``tombstone_retention_sec``."""
         engine, _ = self._require()
         return await asyncio.to_thread(
-            submit.reap_tombstones, engine, self.settings.tombstone_retention_sec
+            pending.reap, engine, self.settings.tombstone_retention_sec
         )
 
     @property

@@ -11,8 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..async_client import AsyncAgentClient
-from ..client import AgentClient
+from ..client import AgentClient, AsyncAgentClient
 from ..errors import ConfigurationError
 from .auth import Authenticate, Clock, SessionTokens, load_authenticate
 from .context import ServerContext

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from fastapi import HTTPException, Request
 
-from ..async_client import AsyncAgentClient
+from ..client import AsyncAgentClient
 from .auth import (
     Access,
     Authenticate,

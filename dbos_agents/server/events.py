@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from ..async_client import AsyncAgentClient
+from ..client import AsyncAgentClient
 from ..errors import DatabaseUnavailableError
 from ..outcome import TERMINAL
 from ..records import HistoryEntry

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response, status
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ..async_client import AsyncAgentClient, AsyncScopedClient
+from ..client import AsyncAgentClient
 from ..errors import DbosAgentsError, InvalidRequestError, UnknownAgentError
 from ..records import SubmitOutcome
 from .auth import Access, Operation, TokenError, unauthorized
@@ -277,7 +277,7 @@ async def events(
     )
 
 
-def _acting(ctx: ServerContext, access: Access) -> AsyncAgentClient | AsyncScopedClient:
+def _acting(ctx: ServerContext, access: Access) -> AsyncAgentClient:
     """The client a request acts through: scoped to the signed-in user when the hook names
     one (another user's or tenant's session is then ``ACCESS_DENIED``); a session token is
     already bound to its one session, and a tenant-wide principal is checked by

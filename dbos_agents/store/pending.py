@@ -165,12 +165,13 @@ def row_for_submit(
     lock: bool = True,
 ) -> Any:
     """The row a submit decides on (locked unless ``lock`` is false), with its run's DBOS
-    status (``run_status``, ``None``: no such workflow) read by the same statement;
+    status (``run_status``, ``None``: no such workflow) read by the same statement, and
+    the identity a scoped client is checked against (the root session's user and tenant);
     ``None`` when there is no such wait."""
     ws = _dbos.quoted(system_schema) + ".workflow_status"
     return conn.execute(
         sa.text(
-            "SELECT p.kind, p.status, p.owner_workflow_id, p.output_schema,"
+            "SELECT p.kind, p.status, p.owner_workflow_id, p.output_schema, p.user_id, p.tenant_id,"
             f" (SELECT w.status FROM {ws} AS w WHERE w.workflow_uuid = p.owner_workflow_id)"
             f" AS run_status FROM {S}.pending_calls AS p"
             " WHERE p.root_session_id = :s AND p.tool_call_id = :id"

@@ -62,10 +62,16 @@ def requeue(conn: sa.Connection, session_id: str, run_seq: int, workflow_id: str
     )
 
 
-def root_of(conn: sa.Connection, session_id: str) -> str | None:
-    r = conn.execute(
-        sa.text(f"SELECT root_session_id FROM {S}.sessions WHERE id = :s"), {"s": session_id}
+def identity(conn: sa.Connection, session_id: str) -> sa.Row[Any] | None:
+    """The session's (root_session_id, user_id, tenant_id), or None: no such session."""
+    return conn.execute(
+        sa.text(f"SELECT root_session_id, user_id, tenant_id FROM {S}.sessions WHERE id = :s"),
+        {"s": session_id},
     ).first()
+
+
+def root_of(conn: sa.Connection, session_id: str) -> str | None:
+    r = identity(conn, session_id)
     return None if r is None else str(r.root_session_id)
 
 

@@ -3,11 +3,11 @@
 - ``CrashHarness``: SIGKILL a real worker at a named crash point, restart it, inspect.
 - ``Witness``: an out-of-process event log for counting side effects across crashes.
 - ``provision_test_database``: Postgres from an env URL, testcontainers or embedded pgserver.
-- ``block_real_models`` / ``allow_real_models`` (``guard``): tests and the demo never call
-  a paid model API by accident.
+- ``block_real_models`` / ``allow_real_models`` (``dbos_agents.models.guard``): tests and
+  the demo never call a paid model API by accident.
 
-Names load on first use, so ``dbos_agents.testing.guard`` (which ``OpenAIModel`` consults)
-imports neither dbos nor a database driver.
+Names load on first use, so importing this package imports neither dbos nor a database
+driver.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..models.guard import allow_real_models, block_real_models
     from ..runtime.crashpoints import CRASH_POINTS
     from .cluster import PrivateCluster
     from .crash import CrashHarness, DrillResult, WorkerProcess
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
         drop_database,
         provision_test_database,
     )
-    from .guard import allow_real_models, block_real_models
     from .witness import Witness
 
 _LAZY = {
@@ -36,8 +36,8 @@ _LAZY = {
     "ProvisionedDatabase": ".database",
     "Witness": ".witness",
     "WorkerProcess": ".crash",
-    "allow_real_models": ".guard",
-    "block_real_models": ".guard",
+    "allow_real_models": "..models.guard",
+    "block_real_models": "..models.guard",
     "create_fresh_database": ".database",
     "drop_database": ".database",
     "provision_test_database": ".database",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from .guard import block_real_models
+from ..models.guard import block_real_models
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -22,7 +22,7 @@ from dbos_agents import (
     SessionBusyError,
     SessionNotFoundError,
 )
-from dbos_agents.async_client import AsyncAgentClient
+from dbos_agents.client import AsyncAgentClient
 from dbos_agents.server import ServerSettings, create_app
 
 from .conftest import LiveServer

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dbos_agents import AgentClient
-from dbos_agents.testing.guard import ALLOW_ENV, BLOCK_ENV
+from dbos_agents.models.guard import ALLOW_ENV, BLOCK_ENV
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]

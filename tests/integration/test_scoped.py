@@ -1,4 +1,5 @@
-"""``AgentClient.for_identity``: a client bound to one user and tenant."""
+"""``AgentClient.for_identity`` and ``for_tenant``: the same client class, narrowed to a
+``Scope``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 
 import pytest
 
-from dbos_agents import AccessDeniedError, AgentClient, AgentRuntime, ScopedClient
+from dbos_agents import AccessDeniedError, AgentClient, AgentRuntime, InvalidRequestError, Scope
 
 from .test_client_tools import _pending
 
@@ -45,7 +46,20 @@ async def test_a_scoped_client_acts_only_on_its_own_sessions(
     # No way to switch identity on a scoped client.
     with pytest.raises(AttributeError):
         alice.user_id = "bob-s"  # type: ignore[misc]
-    assert isinstance(alice, ScopedClient) and not hasattr(alice, "for_identity")
+    assert type(alice) is AgentClient and alice.scope == Scope("alice-s", "t1")
+    for switch in (lambda: alice.for_identity("bob-s", "t1"), lambda: alice.for_tenant("t1")):
+        with pytest.raises(AccessDeniedError):
+            switch()
+    for other_identity in (
+        lambda: alice.start("asker", "as bob", user_id="bob-s"),
+        lambda: alice.sessions(tenant_id="t2"),
+        lambda: alice.pending(user_id="bob-s"),
+        lambda: alice.reap_tombstones(),
+    ):
+        with pytest.raises(AccessDeniedError):
+            await asyncio.to_thread(other_identity)
+    alice.close()  # shares the admin client's pools: closing it closes nothing
+    client.ping()
     out = await asyncio.to_thread(
         alice.submit_tool_result, sid, p.tool_call_id, result={"ok": True}
     )
@@ -70,8 +84,8 @@ async def test_a_tenant_scope_covers_every_user_of_its_tenant_only(
     with pytest.raises(AccessDeniedError):
         await asyncio.to_thread(acme.submit_tool_result, theirs, q.tool_call_id, result={"ok": 1})
     assert (await asyncio.to_thread(client.pending, session_id=theirs))[0].status == "waiting"
-    with pytest.raises(ValueError):
-        ScopedClient(client, None, None)
+    with pytest.raises(InvalidRequestError):
+        Scope(None, None)
     ok = await asyncio.to_thread(acme.submit_tool_result, mine, p.tool_call_id, result={"ok": True})
     assert ok.status == "accepted"
     await asyncio.to_thread(other.interrupt, theirs)

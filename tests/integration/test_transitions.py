@@ -19,13 +19,13 @@ import sqlalchemy as sa
 from sqlalchemy.ext import asyncio as sa_async
 
 from dbos_agents import AgentClient
+from dbos_agents.client.submit import interrupt, submit
 from dbos_agents.delivery import ResultDelivery
 from dbos_agents.errors import InterruptFailedError, SessionNotFoundError
 from dbos_agents.messages import Message
 from dbos_agents.outcome import RunSpec
 from dbos_agents.store import calls, pending, pg, sessions, transcript
 from dbos_agents.store.db import sqlalchemy_url
-from dbos_agents.store.submit import interrupt, submit
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 S = "dbos_agents"
@@ -128,7 +128,15 @@ class Env:
     def answer(self, root: str, cid: str, value: Any = 1) -> Any:
         delivery = ResultDelivery(result=value)
         c = self.client
-        return submit(c.engine, c.dbos, session_id=root, tool_call_id=cid, delivery=delivery)
+        return submit(
+            c.engine,
+            c.dbos,
+            session_id=root,
+            tool_call_id=cid,
+            delivery=delivery,
+            schema="dbos",
+            scope=None,
+        )
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -519,7 +527,7 @@ def state(env: Env, t: dict[str, str]) -> tuple[Any, ...]:
 
 async def test_interrupt_marks_sessions_cancels_waits_and_workflows(env: Env) -> None:
     t = await busy_tree(env)
-    out = interrupt(env.client.engine, env.client.dbos, t["child"])  # any session of the tree
+    out = interrupt(env.client.engine, env.client.dbos, t["child"], None)  # any session of the tree
     assert set(out.interrupted_sessions) == {t["root"], t["child"]}
     assert set(out.cancelled_calls) == {t["root_wait"], t["child_wait"]}
     assert state(env, t) == (
@@ -528,10 +536,10 @@ async def test_interrupt_marks_sessions_cancels_waits_and_workflows(env: Env) ->
         ["CANCELLED", "CANCELLED", "CANCELLED", "ENQUEUED"],
         2,  # the blocked waits are woken with an interrupt delivery
     )
-    again = interrupt(env.client.engine, env.client.dbos, t["root"])
+    again = interrupt(env.client.engine, env.client.dbos, t["root"], None)
     assert (again.interrupted_sessions, again.cancelled_calls) == ([], [])
     with pytest.raises(SessionNotFoundError):
-        interrupt(env.client.engine, env.client.dbos, uid("nobody"))
+        interrupt(env.client.engine, env.client.dbos, uid("nobody"), None)
 
 
 async def test_interrupt_that_fails_midway_changes_nothing(env: Env) -> None:
@@ -545,7 +553,7 @@ async def test_interrupt_that_fails_midway_changes_nothing(env: Env) -> None:
             f" FOR EACH ROW EXECUTE FUNCTION {fn}()")  # fmt: skip
     try:  # the cancellation, the last write of the transaction, fails
         with pytest.raises(InterruptFailedError, match="refused by test"):
-            interrupt(env.client.engine, env.client.dbos, t["root"])
+            interrupt(env.client.engine, env.client.dbos, t["root"], None)
     finally:
         env.sql(f"DROP TRIGGER {fn} ON dbos.workflow_status")
         env.sql(f"DROP FUNCTION {fn}()")

@@ -22,8 +22,7 @@ EXPECTED_ALL = {
     "AgentClient",
     "AgentRuntime",
     "AsyncAgentClient",
-    "AsyncScopedClient",
-    "ScopedClient",
+    "Scope",
     "SessionHandle",
     "Settings",
     # data

@@ -12,9 +12,9 @@ import pytest
 
 from dbos_agents import Message, ModelError, TransientModelError
 from dbos_agents.models import ModelRequest, OpenAIModel
+from dbos_agents.models.guard import ALLOW_ENV, BLOCK_ENV, is_local, real_models_blocked
 from dbos_agents.testing import allow_real_models, block_real_models
 from dbos_agents.testing.fake_openai import FakeOpenAI, serve_fake_openai
-from dbos_agents.testing.guard import ALLOW_ENV, BLOCK_ENV, is_local, real_models_blocked
 
 REMOTE = "http://models.example.invalid/v1"
 """Not on this machine, and resolves nowhere (``.invalid``): nothing real is ever reached."""
@@ -97,7 +97,7 @@ def _blocked_in_child(**env: str) -> str:
         [
             sys.executable,
             "-c",
-            "from dbos_agents.testing.guard import real_models_blocked;"
+            "from dbos_agents.models.guard import real_models_blocked;"
             " print(real_models_blocked())",
         ],
         env={**base, **env},

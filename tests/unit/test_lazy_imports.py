@@ -32,7 +32,7 @@ def _loaded_after(code: str) -> list[str]:
         "from dbos_agents import Agent, tool, client_tool, ToolContext, Message, ToolResult",
         "from dbos_agents import DbosAgentsError, SessionInfo, PendingCall, SubmitOutcome",
         "from dbos_agents.models import ScriptedModel",
-        "import dbos_agents.testing.guard",
+        "import dbos_agents.models.guard",
     ],
 )
 def test_definitions_import_without_dbos_or_a_driver(code: str) -> None:
@@ -46,8 +46,7 @@ def test_the_probe_sees_heavy_imports() -> None:
 
 def test_lazy_names_resolve_to_their_modules() -> None:
     import dbos_agents
-    from dbos_agents.async_client import AsyncAgentClient
-    from dbos_agents.client import AgentClient
+    from dbos_agents.client import AgentClient, AsyncAgentClient
     from dbos_agents.runtime import AgentRuntime
 
     assert dbos_agents.AgentClient is AgentClient
@@ -56,3 +55,37 @@ def test_lazy_names_resolve_to_their_modules() -> None:
     assert set(dbos_agents.__all__) <= set(dir(dbos_agents))
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         dbos_agents.Nope  # noqa: B018
+
+
+def _ours_after(code: str) -> list[str]:
+    probe = (
+        f"{code}\nimport sys, json\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('dbos_agents'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+WORKER_SIDE = ("dbos_agents.runtime", "dbos_agents.loop", "dbos_agents.worker")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import dbos_agents.client",
+        "from dbos_agents import AgentClient, AsyncAgentClient, Scope",
+        "import dbos_agents.server",
+        "from dbos_agents.models import OpenAIModel",
+    ],
+)
+def test_clients_and_adapters_load_no_workflow_or_worker_module(code: str) -> None:
+    loaded = _ours_after(code)
+    assert [m for m in loaded if m.startswith(WORKER_SIDE)] == []
+    assert not [m for m in loaded if m.startswith("dbos_agents.testing")], loaded
+
+
+def test_the_worker_probe_sees_the_worker() -> None:
+    """The check above can fail: the runtime does load the workflow."""
+    loaded = _ours_after("from dbos_agents import AgentRuntime")
+    assert [m for m in loaded if m.startswith(WORKER_SIDE)] != []

@@ -58,7 +58,7 @@ PUBLIC = _public()
 def test_the_walk_covers_the_clients() -> None:
     names = {q for q, _ in PUBLIC}
     assert {"AgentClient.submit_tool_result", "AsyncAgentClient.events", "tool"} <= names
-    assert {"Tool.__call__", "ScopedClient.sessions", "AgentRuntime.start"} <= names
+    assert {"Tool.__call__", "AgentClient.sessions", "AgentRuntime.start"} <= names
 
 
 @pytest.mark.parametrize(("qualname", "fn"), PUBLIC, ids=[q for q, _ in PUBLIC])

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import Response
 
-from ...async_client import AsyncAgentClient, AsyncScopedClient
+from ...client import AsyncAgentClient
 from ...delivery import ApprovalDelivery, Delivery, ResultDelivery
 from ...errors import AccessDeniedError, DbosAgentsError, InvalidRequestError
 from ..auth import call_hook
@@ -44,7 +44,7 @@ def _refused(request: Request, status: int, message: str) -> Response:
     return page(request, "message.html", {"title": "Refused", "message": message}, status)
 
 
-def _scope(client: AsyncAgentClient, visitor: Visitor) -> AsyncAgentClient | AsyncScopedClient:
+def _scope(client: AsyncAgentClient, visitor: Visitor) -> AsyncAgentClient:
     """What the operator may act through: the tenant's scope (another tenant's session
     raises ``AccessDeniedError`` before anything is read or sent), or, for an operator of
     every tenant, the client itself."""

@@ -10,7 +10,8 @@ the code that means it.
 
 The state lives in the environment (``DBOS_AGENTS_BLOCK_REAL_MODELS``) rather than in a
 variable, so the worker subprocesses a test or the demo starts inherit it. This module
-imports nothing beyond the standard library and ``dbos_agents.errors``.
+imports nothing beyond the standard library and ``dbos_agents.errors`` (it lives with the
+models, which consult it, so an adapter never imports ``dbos_agents.testing``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The submit path (DESIGN §4) and interrupts.
+"""The submit policy (DESIGN §4) and interrupts, as every client runs them.
 
 A submit reads the pending row with its run's DBOS status, decides the outcome, validates
 the delivery against the stored output schema, marks the row submitted and sends the
@@ -39,6 +39,7 @@ from ..delivery import (
     encode,
 )
 from ..errors import (
+    AccessDeniedError,
     InterruptFailedError,
     InvalidRequestError,
     InvalidResultError,
@@ -47,14 +48,13 @@ from ..errors import (
 )
 from ..records import (
     InterruptOutcome,
-    PendingCall,
-    PendingKind,
     SubmitOutcome,
     SubmitStatus,
     UnknownReason,
 )
-from . import pending as pending_rows
-from . import runs, sessions
+from ..store import pending as pending_rows
+from ..store import runs, sessions
+from .scope import Scope
 
 log = logging.getLogger("dbos_agents")
 _WANTED = {"approval": "an approval", "client": "a client-tool result"}
@@ -82,9 +82,12 @@ def submit(
     session_id: str,
     tool_call_id: str,
     delivery: Delivery,
-    schema: str = "dbos",
+    schema: str,
+    scope: Scope | None,
 ) -> SubmitOutcome:
-    """Deliver ``delivery`` to the workflow waiting on ``tool_call_id`` (see module doc)."""
+    """Deliver ``delivery`` to the workflow waiting on ``tool_call_id`` (see module doc).
+    Under a ``scope``, the wait (or the session) read first must be in it: checked on that
+    row, before anything is validated or changed."""
     if isinstance(delivery, InterruptDelivery):
         raise InvalidRequestError("an interrupt is not a submission: use interrupt()")
     storable.check_id(session_id, "session_id")
@@ -92,7 +95,7 @@ def submit(
     for field, value in delivery:
         storable.check_value(value, field)
     payload = encode(delivery)
-    args = (engine, client, schema, session_id, tool_call_id, delivery, payload)
+    args = (engine, client, schema, scope, session_id, tool_call_id, delivery, payload)
     decided = _accept_at_once(*args)
     if decided is None:
         decided = _decide_locked(*args)
@@ -116,6 +119,7 @@ def _accept_at_once(
     engine: sa.Engine,
     client: DBOSClient,
     schema: str,
+    scope: Scope | None,
     session_id: str,
     tool_call_id: str,
     delivery: Delivery,
@@ -132,6 +136,8 @@ def _accept_at_once(
         row = pending_rows.row_for_submit(conn, session_id, tool_call_id, schema, lock=False)
         if row is None or row.status != "waiting":
             return None
+        if scope is not None:
+            scope.check(session_id, row.user_id, row.tenant_id)
         if row.run_status is None or row.run_status in _dbos.ENDED:
             return None
         _check_delivery(row, tool_call_id, delivery)
@@ -173,6 +179,7 @@ def _decide_locked(
     engine: sa.Engine,
     client: DBOSClient,
     schema: str,
+    scope: Scope | None,
     session_id: str,
     tool_call_id: str,
     delivery: Delivery,
@@ -182,12 +189,17 @@ def _decide_locked(
     with engine.begin() as conn:
         row = pending_rows.row_for_submit(conn, session_id, tool_call_id, schema)
         if row is None:
-            root = sessions.root_of(conn, session_id)
+            owner = sessions.identity(conn, session_id)
+            if owner is not None and scope is not None:
+                scope.check(session_id, owner.user_id, owner.tenant_id)
+            root = None if owner is None else str(owner.root_session_id)
             if root is not None and root != session_id:
                 raise NotRootSessionError(session_id, root)
             reason: UnknownReason = "no_session" if root is None else "no_pending_call"
             _log_unknown(session_id, tool_call_id, reason)
             return "unknown_tool_call", reason
+        if scope is not None:
+            scope.check(session_id, row.user_id, row.tenant_id)
         if row.status in ("submitted", "resolved"):
             return "already_completed", None
         if row.status == "cancelled":
@@ -225,40 +237,20 @@ def _log_unknown(session_id: str, tool_call_id: str, reason: str) -> None:
     )
 
 
-def pending(
-    engine: sa.Engine,
-    schema: str,
-    *,
-    session_id: str | None = None,
-    tenant_id: str | None = None,
-    user_id: str | None = None,
-    kind: PendingKind | None = None,
-    include_resolved: bool = False,
-    limit: int = 100,
-) -> list[PendingCall]:
-    """Open waits (earliest deadline first), filtered; ``session_id`` is a root session id."""
-    return pending_rows.list_pending(
-        engine,
-        pending_rows.list_pending_stmt(
-            session_id=session_id,
-            tenant_id=tenant_id,
-            user_id=user_id,
-            kind=kind,
-            include_resolved=include_resolved,
-            limit=limit,
-            system_schema=schema,
-        ),
-    )
-
-
-def interrupt(engine: sa.Engine, client: DBOSClient, session_id: str) -> InterruptOutcome:
-    """Interrupt a session tree, atomically (see the module doc)."""
+def interrupt(
+    engine: sa.Engine, client: DBOSClient, session_id: str, scope: Scope | None
+) -> InterruptOutcome:
+    """Interrupt a session tree, atomically (see the module doc); under a ``scope`` only
+    a session in it (checked on the row the interrupt reads first)."""
     storable.check_id(session_id, "session_id")
     try:
         with engine.begin() as conn:
-            root = sessions.root_of(conn, session_id)
-            if root is None:
+            owner = sessions.identity(conn, session_id)
+            if owner is None:
                 raise SessionNotFoundError(session_id)
+            if scope is not None:
+                scope.check(session_id, owner.user_id, owner.tenant_id)
+            root = str(owner.root_session_id)
             busy = sessions.interrupt_tree(conn, root)
             runs.record_interrupted(conn, [(b.id, b.run_seq) for b in busy])
             waits = pending_rows.cancel_tree(conn, root)
@@ -271,7 +263,7 @@ def interrupt(engine: sa.Engine, client: DBOSClient, session_id: str) -> Interru
                     idempotency_key=f"interrupt::{w.tool_call_id}",
                 )
             cancel = _dbos.cancel_in_transaction(conn, client, [b.workflow_id for b in busy])
-    except SessionNotFoundError:
+    except (SessionNotFoundError, AccessDeniedError):
         raise
     except Exception as exc:
         raise InterruptFailedError(session_id, str(exc)) from exc
@@ -289,8 +281,3 @@ def interrupt(engine: sa.Engine, client: DBOSClient, session_id: str) -> Interru
         interrupted_sessions=[b.id for b in busy],
         cancelled_calls=[w.tool_call_id for w in waits],
     )
-
-
-def reap_tombstones(engine: sa.Engine, retention_seconds: float) -> int:
-    """Delete settled pending rows older than the retention window; returns how many."""
-    return pending_rows.reap(engine, retention_seconds)

@@ -1,25 +1,33 @@
-"""``AgentClient``: what every process that is not a worker uses. It never launches DBOS.
+"""``AgentClient``: what every process that is not a worker uses. It never launches DBOS,
+and importing it loads no workflow.
 
 It needs only the database URL: starting or continuing a session enqueues the run on the
 agent queue (any worker picks it up) in the same transaction that records the session row.
 Every method turns a database that does not answer into ``DatabaseUnavailableError``
-(``store/unavailable.py``). ``AsyncAgentClient`` (``async_client.py``) is its async twin.
+(``store/unavailable.py``). ``for_identity`` and ``for_tenant`` return the same class
+narrowed to a ``Scope``; ``AsyncAgentClient`` (``aio.py``) awaits these same methods.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
 import sqlalchemy as sa
 from dbos import DBOSClient
 
-from . import _dbos, storable
-from .delivery import ApprovalDelivery, Delivery, ErrorDelivery, ResultDelivery
-from .errors import ConfigurationError, InvalidRequestError, SessionNotFoundError
-from .messages import JSONValue
-from .outcome import TERMINAL, SessionInfo, SessionStatus
-from .records import (
+from .. import _dbos, storable
+from ..delivery import ApprovalDelivery, Delivery, ErrorDelivery, ResultDelivery
+from ..errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    InvalidRequestError,
+    SessionNotFoundError,
+)
+from ..messages import JSONValue
+from ..outcome import TERMINAL, SessionInfo, SessionStatus
+from ..records import (
     HistoryEntry,
     InterruptOutcome,
     PendingCall,
@@ -28,14 +36,16 @@ from .records import (
     SubmitOutcome,
     ToolCallRecord,
 )
-from .scoped import ScopedClient
-from .settings import Settings
-from .store import events as event_log
-from .store import queries, submit
-from .store import sessions as session_rows
-from .store.db import create_sync_engine, ping, sqlalchemy_url
-from .store.migrate import prepare_database
-from .store.unavailable import translate, translated
+from ..settings import Settings
+from ..store import calls, queries, transcript
+from ..store import events as event_log
+from ..store import pending as pending_rows
+from ..store import sessions as session_rows
+from ..store.db import create_sync_engine, ping, sqlalchemy_url
+from ..store.migrate import prepare_database
+from ..store.unavailable import translate, translated
+from . import submit
+from .scope import Scope
 
 
 class AgentClient:
@@ -44,13 +54,12 @@ class AgentClient:
     def __init__(
         self, database_url: str | None = None, *, settings: Settings | None = None
     ) -> None:
-        self.settings = settings or Settings()
-        url = database_url or self.settings.database_url
+        self.settings = s = settings or Settings()
+        url = database_url or s.database_url
         if url is None:
             raise ConfigurationError(
                 "AgentClient needs a database_url (or DBOS_AGENTS_DATABASE_URL)"
             )
-        s = self.settings
         _dbos.configure(fast_paths=s.dbos_fast_paths)
         with translate(url):
             prepare_database(
@@ -62,22 +71,71 @@ class AgentClient:
                 dbos_system_schema=s.dbos_system_schema,
             )
         self.database_url = url
-        self.engine: sa.Engine = create_sync_engine(
-            url, connect_timeout=self.settings.connect_timeout_sec
-        )
+        self.engine: sa.Engine = create_sync_engine(url, connect_timeout=s.connect_timeout_sec)
+        self._scope: Scope | None = None
+        self._owns = True
 
-    def for_identity(self, user_id: str, tenant_id: str | None = None) -> ScopedClient:
+    # --- scope --------------------------------------------------------------------------
+
+    @property
+    def scope(self) -> Scope | None:
+        """Whose sessions this client may act on; ``None``: every session (admin)."""
+        return self._scope
+
+    @property
+    def user_id(self) -> str | None:
+        return self._scope.user_id if self._scope is not None else None
+
+    @property
+    def tenant_id(self) -> str | None:
+        return self._scope.tenant_id if self._scope is not None else None
+
+    def for_identity(self, user_id: str, tenant_id: str | None = None) -> AgentClient:
         """This client bound to one user (and tenant): what user-facing code should hold.
         Acting on another identity's session raises ``AccessDeniedError``."""
-        return ScopedClient(self, user_id, tenant_id)
+        return self._narrowed(Scope(user_id, tenant_id))
 
-    def for_tenant(self, tenant_id: str) -> ScopedClient:
+    def for_tenant(self, tenant_id: str) -> AgentClient:
         """This client bound to one tenant, every user of it (an operator's scope)."""
-        return ScopedClient(self, None, tenant_id)
+        return self._narrowed(Scope(None, tenant_id))
+
+    def _narrowed(self, scope: Scope) -> AgentClient:
+        if self._scope is not None:
+            raise AccessDeniedError(
+                None, f"this client is scoped to {self._scope}; scope the admin client instead"
+            )
+        narrowed = object.__new__(AgentClient)
+        narrowed.__dict__.update(self.__dict__)  # the same pools, owned by the admin client
+        narrowed._scope, narrowed._owns = scope, False
+        return narrowed
+
+    def __repr__(self) -> str:
+        return f"AgentClient(scope={self._scope!r})"
+
+    def _own(self, session_id: str) -> SessionInfo:
+        """The session, if this client may act on it."""
+        storable.check_id(session_id, "session_id")
+        info = queries.get_session(self.engine, session_id)
+        if info is None:
+            raise SessionNotFoundError(session_id)
+        if self._scope is not None:
+            self._scope.check(session_id, info.user_id, info.tenant_id)
+        return info
+
+    def _filters(self, user_id: str | None, tenant_id: str | None) -> tuple[str | None, str | None]:
+        storable.check_optional_id(user_id, "user_id")
+        storable.check_optional_id(tenant_id, "tenant_id")
+        return (
+            (user_id, tenant_id) if self._scope is None else self._scope.narrow(user_id, tenant_id)
+        )
+
+    # --- lifecycle ----------------------------------------------------------------------
 
     def close(self) -> None:
-        self.dbos.destroy()
-        self.engine.dispose()
+        """Close the pools (a scoped client shares its admin client's: a no-op)."""
+        if self._owns:
+            self.dbos.destroy()
+            self.engine.dispose()
 
     def __enter__(self) -> AgentClient:
         return self
@@ -90,6 +148,8 @@ class AgentClient:
         """Check that the database answers a query; raises ``DatabaseUnavailableError``."""
         ping(self.engine)
 
+    # --- sessions -----------------------------------------------------------------------
+
     @translated
     def start(
         self,
@@ -100,10 +160,16 @@ class AgentClient:
         user_id: str | None = None,
         tenant_id: str | None = None,
     ) -> str:
-        """Enqueue a new session (or a follow-up run of ``session_id``); returns the session id.
+        """Enqueue a new session (or a follow-up run of ``session_id``); returns the session
+        id. A scoped client's new sessions are its own; a follow-up must be to one of them.
 
         The agent name is checked by the worker that runs it (this process has no registry).
         """
+        user_id, tenant_id = self._filters(user_id, tenant_id)
+        if session_id is not None and self._scope is not None:
+            # An id no session has yet starts a new one under it.
+            with contextlib.suppress(SessionNotFoundError):
+                self._own(session_id)
         spec, _ = queries.start_run(
             self.engine,
             self.dbos,
@@ -119,16 +185,21 @@ class AgentClient:
     @translated
     def send(self, session_id: str, message: str) -> str:
         """Continue a finished session with a follow-up message."""
-        info = self.session(session_id)
-        return self.start(info.agent, message, session_id=session_id)
+        info = self._own(session_id)
+        return queries.start_run(
+            self.engine,
+            self.dbos,
+            self.settings.queue_name,
+            agent=info.agent,
+            message=message,
+            session_id=session_id,
+            user_id=info.user_id,
+            tenant_id=info.tenant_id,
+        )[0]["session_id"]
 
     @translated
     def session(self, session_id: str) -> SessionInfo:
-        storable.check_id(session_id, "session_id")
-        info = queries.get_session(self.engine, session_id)
-        if info is None:
-            raise SessionNotFoundError(session_id)
-        return info
+        return self._own(session_id)
 
     @translated
     def sessions(
@@ -141,18 +212,16 @@ class AgentClient:
         limit: int = 20,
     ) -> list[SessionInfo]:
         """Sessions newest first (sub-agent sessions included), each filter applied when
-        given; at most ``limit`` (1 to 1000)."""
-        for value, what in ((agent, "agent"), (user_id, "user_id"), (tenant_id, "tenant_id")):
-            storable.check_optional_id(value, what)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise InvalidRequestError(f"limit must be an int from 1 to 1000, got {limit!r}")
+        given; at most ``limit`` (1 to 1000). A scoped client sees its own only."""
+        storable.check_optional_id(agent, "agent")
+        user_id, tenant_id = self._filters(user_id, tenant_id)
         return session_rows.list_recent(
             self.engine,
             agent=agent,
             status=status,
             user_id=user_id,
             tenant_id=tenant_id,
-            limit=limit,
+            limit=storable.check_int(limit, "limit", 1, 1000),
         )
 
     @translated
@@ -163,36 +232,42 @@ class AgentClient:
         (what ``dbos-agents follow`` and the HTTP event stream poll). ``status`` is
         ``None`` when there is no such session; a full batch means read again."""
         storable.check_id(session_id, "session_id")
-        if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
-            raise InvalidRequestError(f"after_seq must be an int >= 0, got {after_seq!r}")
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int)
-            or not 1 <= limit <= event_log.BATCH
-        ):
-            raise InvalidRequestError(f"limit must be an int from 1 to {event_log.BATCH}")
-        return event_log.read_since(self.engine, session_id, after_seq, limit)
+        storable.check_int(after_seq, "after_seq", 0)
+        storable.check_int(limit, "limit", 1, event_log.BATCH)
+        read = event_log.read_since(self.engine, session_id, after_seq, limit)
+        if self._scope is not None:
+            if read.identity is None:
+                raise SessionNotFoundError(session_id)
+            self._scope.check(session_id, *read.identity)
+        return read.events
 
     @translated
     def history(self, session_id: str) -> list[HistoryEntry]:
-        return queries.history(self.engine, storable.check_id(session_id, "session_id"))
+        self._own(session_id)
+        return transcript.history(self.engine, session_id)
 
     @translated
     def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
-        return queries.tool_calls(self.engine, storable.check_id(session_id, "session_id"))
+        self._own(session_id)
+        return calls.list_for_session(self.engine, session_id)
 
     @translated
     def wait(self, session_id: str, *, timeout: float = 60.0, poll: float = 0.1) -> SessionInfo:
         """Poll until the session's current run ends; raises ``TimeoutError``."""
         deadline = time.monotonic() + timeout
         while True:
-            info = session_rows.get(self.engine, session_id)
+            try:
+                info: SessionInfo | None = self._own(session_id)
+            except SessionNotFoundError:
+                info = None
             if info is not None and info.status in TERMINAL:
                 return info
             if time.monotonic() >= deadline:
                 state = info.status if info else "not started"
                 raise TimeoutError(f"session {session_id} still {state} after {timeout}s")
             time.sleep(poll)
+
+    # --- waits: submits, approvals, interrupts ----------------------------------------------
 
     @translated
     def submit_tool_result(
@@ -215,7 +290,7 @@ class AgentClient:
         delivery: Delivery = (
             ErrorDelivery(error=str(error)) if error is not None else ResultDelivery(result=result)
         )
-        return self._submit(session_id, tool_call_id, delivery)
+        return self.deliver(session_id, tool_call_id, delivery)
 
     @translated
     def submit_approval(
@@ -232,19 +307,16 @@ class AgentClient:
         if not isinstance(approved, bool):
             raise InvalidRequestError("approved must be true or false")
         delivery = ApprovalDelivery(approved=approved, reason=reason, decided_by=decided_by)
-        return self._submit(session_id, tool_call_id, delivery)
+        return self.deliver(session_id, tool_call_id, delivery)
 
     @translated
     def fail(self, session_id: str, tool_call_id: str, error: str) -> SubmitOutcome:
         """Operator escape hatch: settle a stuck call of either kind with an error result."""
-        return self._submit(session_id, tool_call_id, ErrorDelivery(error=error))
+        return self.deliver(session_id, tool_call_id, ErrorDelivery(error=error))
 
     @translated
     def deliver(self, session_id: str, tool_call_id: str, delivery: Delivery) -> SubmitOutcome:
         """Submit a typed ``Delivery`` (what the HTTP server and scripts build)."""
-        return self._submit(session_id, tool_call_id, delivery)
-
-    def _submit(self, session_id: str, tool_call_id: str, delivery: Delivery) -> SubmitOutcome:
         try:
             json.dumps(delivery.model_dump(mode="json"))
         except (TypeError, ValueError) as exc:
@@ -256,6 +328,7 @@ class AgentClient:
             tool_call_id=tool_call_id,
             delivery=delivery,
             schema=self.settings.dbos_system_schema,
+            scope=self._scope,
         )
 
     @translated
@@ -269,33 +342,37 @@ class AgentClient:
         include_resolved: bool = False,
         limit: int = 100,
     ) -> list[PendingCall]:
-        """Open waits, oldest deadline first; filter by root session, tenant, user or kind."""
-        storable.check_optional_id(session_id, "session_id")
-        storable.check_optional_id(tenant_id, "tenant_id")
-        storable.check_optional_id(user_id, "user_id")
-        return submit.pending(
+        """Open waits, oldest deadline first; filter by root session, tenant, user or kind
+        (a scoped client sees its own only)."""
+        if session_id is not None:
+            self._own(session_id)
+        user_id, tenant_id = self._filters(user_id, tenant_id)
+        return pending_rows.list_pending(
             self.engine,
-            self.settings.dbos_system_schema,
-            session_id=session_id,
-            tenant_id=tenant_id,
-            user_id=user_id,
-            kind=kind,
-            include_resolved=include_resolved,
-            limit=limit,
+            pending_rows.list_pending_stmt(
+                session_id=session_id,
+                tenant_id=tenant_id,
+                user_id=user_id,
+                kind=kind,
+                include_resolved=include_resolved,
+                limit=limit,
+                system_schema=self.settings.dbos_system_schema,
+            ),
         )
 
     @translated
     def interrupt(self, session_id: str) -> InterruptOutcome:
         """Stop a session and its sub-agents now; late submits get ``unknown_tool_call``.
         A new message continues the session afterwards."""
-        return submit.interrupt(self.engine, self.dbos, session_id)
+        return submit.interrupt(self.engine, self.dbos, session_id, self._scope)
+
+    # --- tokens and housekeeping -------------------------------------------------------------
 
     @translated
     def token_generation(self, session_id: str) -> int:
         """The generation a session token must carry to be valid (see ``revoke_tokens``)."""
-        gen = session_rows.token_generation(
-            self.engine, storable.check_id(session_id, "session_id")
-        )
+        self._own(session_id)
+        gen = session_rows.token_generation(self.engine, session_id)
         if gen is None:
             raise SessionNotFoundError(session_id)
         return gen
@@ -304,17 +381,21 @@ class AgentClient:
     def revoke_tokens(self, session_id: str) -> int:
         """Invalidate every session token issued so far for ``session_id`` (open event
         streams close); returns the new generation."""
-        gen = session_rows.revoke_tokens(self.engine, storable.check_id(session_id, "session_id"))
+        self._own(session_id)
+        gen = session_rows.revoke_tokens(self.engine, session_id)
         if gen is None:
             raise SessionNotFoundError(session_id)
         return gen
 
     @translated
     def reap_tombstones(self, retention_seconds: float | None = None) -> int:
-        """Delete settled pending rows older than the retention window (default 24 h)."""
+        """Delete settled pending rows older than the retention window (default 24 h);
+        the admin client's alone."""
+        if self._scope is not None:
+            raise AccessDeniedError(None, "reaping tombstones is for the admin client")
         retention = (
             retention_seconds
             if retention_seconds is not None
             else self.settings.tombstone_retention_sec
         )
-        return submit.reap_tombstones(self.engine, retention)
+        return pending_rows.reap(self.engine, retention)

@@ -1,0 +1,174 @@
+"""``AsyncAgentClient``: ``AgentClient`` for async code (an HTTP server, an async script).
+
+Its methods are ``AgentClient``'s own, awaited: each is declared here by name only
+(``_awaited``), with the sync method's signature, documentation, errors and return type,
+and runs in a worker thread (``anyio.to_thread``, the pool Starlette uses). Why a second
+class and not ``*_async`` methods on ``AgentClient``: an async caller should not be one
+typo away from a blocking call on its event loop. A call once started runs to its end
+even if the awaiting task is cancelled: a submit is never left half-done by a cancelled
+request. ``wait`` holds no thread between its reads.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import anyio
+import anyio.to_thread
+import sqlalchemy as sa
+
+from ..errors import SessionNotFoundError
+from ..outcome import TERMINAL, SessionInfo
+from ..settings import Settings
+from ..store.db import ping
+from ..store.unavailable import translate
+from .scope import Scope
+from .sync import AgentClient
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def _off_loop(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+def _awaited(
+    method: Callable[Concatenate[AgentClient, P], T],
+) -> Callable[Concatenate[AsyncAgentClient, P], Coroutine[Any, Any, T]]:
+    """``AgentClient.method``, awaited in a worker thread (looked up on the wrapped client,
+    so a subclass's override is the one that runs)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    async def call(self: AsyncAgentClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        bound: Callable[P, T] = getattr(self._sync, name)
+        return await _off_loop(bound, *args, **kwargs)
+
+    return call
+
+
+class AsyncAgentClient:
+    """``AgentClient`` for async code; see the module doc.
+
+    Make one with ``await AsyncAgentClient.connect(url)`` (or ``async with``), or wrap a
+    sync client you already have with ``AsyncAgentClient(client)``: they share its
+    connection pool, and ``aclose`` then leaves it open for its owner.
+    """
+
+    def __init__(self, client: AgentClient, *, owns_client: bool = False) -> None:
+        self._sync = client
+        self._owns = owns_client
+
+    @classmethod
+    async def connect(
+        cls, database_url: str | None = None, *, settings: Settings | None = None
+    ) -> AsyncAgentClient:
+        """Connect (and bring the schema up to date) without blocking the event loop."""
+        client = await _off_loop(AgentClient, database_url, settings=settings)
+        return cls(client, owns_client=True)
+
+    @property
+    def sync(self) -> AgentClient:
+        """The sync client underneath (for code that runs in a thread anyway)."""
+        return self._sync
+
+    @property
+    def database_url(self) -> str:
+        return self._sync.database_url
+
+    @property
+    def settings(self) -> Settings:
+        return self._sync.settings
+
+    @property
+    def scope(self) -> Scope | None:
+        return self._sync.scope
+
+    @property
+    def user_id(self) -> str | None:
+        return self._sync.user_id
+
+    @property
+    def tenant_id(self) -> str | None:
+        return self._sync.tenant_id
+
+    def __repr__(self) -> str:
+        return f"AsyncAgentClient(scope={self.scope!r})"
+
+    async def aclose(self) -> None:
+        if self._owns:
+            await _off_loop(self._sync.close)
+
+    async def __aenter__(self) -> AsyncAgentClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def for_identity(self, user_id: str, tenant_id: str | None = None) -> AsyncAgentClient:
+        """This client bound to one user (and tenant); see ``AgentClient.for_identity``."""
+        return AsyncAgentClient(self._sync.for_identity(user_id, tenant_id))
+
+    def for_tenant(self, tenant_id: str) -> AsyncAgentClient:
+        """This client bound to one tenant; see ``AgentClient.for_tenant``."""
+        return AsyncAgentClient(self._sync.for_tenant(tenant_id))
+
+    async def offload(
+        self, fn: Callable[Concatenate[sa.Engine, P], T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """Run ``fn(engine, *args, **kwargs)``, a read of your own over this client's
+        connection pool, off the event loop, with database errors translated (what the
+        operator inbox uses for its listings)."""
+
+        def call() -> T:
+            with translate(self._sync.database_url):
+                return fn(self._sync.engine, *args, **kwargs)
+
+        return await _off_loop(call)
+
+    async def ping(self) -> None:
+        """Check that the database answers a query; raises ``DatabaseUnavailableError``."""
+        await self.offload(ping)
+
+    start = _awaited(AgentClient.start)
+    send = _awaited(AgentClient.send)
+    session = _awaited(AgentClient.session)
+    sessions = _awaited(AgentClient.sessions)
+    events = _awaited(AgentClient.events)
+    history = _awaited(AgentClient.history)
+    tool_calls = _awaited(AgentClient.tool_calls)
+    submit_tool_result = _awaited(AgentClient.submit_tool_result)
+    submit_approval = _awaited(AgentClient.submit_approval)
+    fail = _awaited(AgentClient.fail)
+    deliver = _awaited(AgentClient.deliver)
+    pending = _awaited(AgentClient.pending)
+    interrupt = _awaited(AgentClient.interrupt)
+    token_generation = _awaited(AgentClient.token_generation)
+    revoke_tokens = _awaited(AgentClient.revoke_tokens)
+    reap_tombstones = _awaited(AgentClient.reap_tombstones)
+
+    async def wait(
+        self,
+        session_id: str,
+        *,
+        timeout: float = 60.0,  # noqa: ASYNC109 -- AgentClient.wait's signature
+        poll: float = 0.1,
+    ) -> SessionInfo:
+        """Poll until the session's current run ends; raises ``TimeoutError``. Holds no
+        thread between polls."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                info: SessionInfo | None = await self.session(session_id)
+            except SessionNotFoundError:
+                info = None
+            if info is not None and info.status in TERMINAL:
+                return info
+            if time.monotonic() >= deadline:
+                state = info.status if info else "not started"
+                raise TimeoutError(f"session {session_id} still {state} after {timeout}s")
+            await anyio.sleep(poll)
