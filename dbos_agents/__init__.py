@@ -43,15 +43,15 @@ from .tools import Tool, ToolContext, tool
 
 if TYPE_CHECKING:
     from .client import AgentClient, AsyncAgentClient, Scope
-    from .runtime import AgentRuntime, SessionHandle
     from .settings import Settings
+    from .worker import AgentRuntime, SessionHandle
 
 _LAZY = {
     "AgentClient": "client",
-    "AgentRuntime": "runtime",
+    "AgentRuntime": "worker",
     "AsyncAgentClient": "client",
     "Scope": "client",
-    "SessionHandle": "runtime",
+    "SessionHandle": "worker",
     "Settings": "settings",
 }
 """Exports that pull in dbos, sqlalchemy or pydantic-settings: loaded on first access."""

@@ -44,7 +44,7 @@ def sqlalchemy_url(url: str) -> str:
 
 def after_run_end(mark: Callable[[], None]) -> None:
     """Call ``mark`` once a run's end has committed (its outcome event with it)."""
-    from dbos_agents.runtime import run_bounds
+    from dbos_agents.loop import run_bounds
 
     original = run_bounds.end
 
@@ -61,7 +61,7 @@ def after_run_end(mark: Callable[[], None]) -> None:
 def raw_datasource_tx() -> Callable[[int], Awaitable[int]]:
     """A DBOS datasource transaction on the runtime's own datasource (READ COMMITTED), doing
     one trivial statement: the floor's stand-in for a turn's writes. Call after launch."""
-    from dbos_agents.runtime.context import get_context
+    from dbos_agents.loop.context import get_context
 
     async def _raw_write(i: int) -> int:
         await get_context().ledger.ds.sql_session().execute(sa.text("SELECT :i"), {"i": i})
@@ -80,17 +80,17 @@ EVENTS: list[tuple[float, str]] = []
 _lock = threading.Lock()
 
 HOOKS = [
-    ("dbos_agents.runtime.parking", "Parker.wake", "woken"),
-    ("dbos_agents.runtime._dbos_parking", "claim_parked", "claimed"),
-    ("dbos_agents.runtime._dbos_replay", "enter_workflow", "workflow entered"),
-    ("dbos_agents.runtime.run_bounds", "begin", "begin"),
-    ("dbos_agents.runtime.model_step", "model_turn", "model turn"),
-    ("dbos_agents.runtime.waits", "wait_for_submission", "wait returned"),
-    ("dbos_agents.runtime.run_bounds", "end", "run end"),
-    ("dbos_agents.runtime.workflow", "_publish", "outcome published"),
-    ("dbos_agents.runtime.workflow", "_session", "workflow returned"),
-    ("dbos_agents.runtime.ledger", "Ledger.turn_state", "turn_state"),
-    ("dbos_agents.runtime.ledger", "Ledger.record_turn", "record_turn"),
+    ("dbos_agents.worker.parking", "Parker.wake", "woken"),
+    ("dbos_agents._dbos.parking", "claim_parked", "claimed"),
+    ("dbos_agents._dbos.replay", "enter_workflow", "workflow entered"),
+    ("dbos_agents.loop.run_bounds", "begin", "begin"),
+    ("dbos_agents.loop.turn", "model_turn", "model turn"),
+    ("dbos_agents.loop.calls.waiting", "wait_for_submission", "wait returned"),
+    ("dbos_agents.loop.run_bounds", "end", "run end"),
+    ("dbos_agents.loop.workflow", "_finish", "outcome published"),
+    ("dbos_agents.loop.workflow", "_session", "workflow returned"),
+    ("dbos_agents.loop.ledger", "Ledger.turn_state", "turn_state"),
+    ("dbos_agents.loop.ledger", "Ledger.record_turn", "record_turn"),
     ("dbos_agents.models.scripted", "ScriptedModel.complete", "model answered"),
     ("dbos_agents.store.pg", "checkout", "pg.checkout"),
     ("dbos_agents.store.pg", "script", "pg.script"),

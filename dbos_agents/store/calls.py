@@ -33,8 +33,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .. import storable
 from ..records import ToolCallRecord
+from ..results import ToolResult
 from . import pg
-from .pg import Db, Stmt, execute
+from .pg import Db, Stmt
 from .schema import SCHEMA as S
 from .unavailable import is_unavailable
 
@@ -80,16 +81,28 @@ async def _exec(db: Db, sql: str, **params: Any) -> sa.Result[Any]:
 # --- writes inside the workflow's ledger transactions ---------------------------------------
 
 
+@dataclass(frozen=True)
+class Requested:
+    """A call the model made, as its ledger row records it."""
+
+    tool_call_id: str
+    tool: str
+    kind: CallKind
+    arguments: str
+    idempotency_key: str
+    safe_to_retry: bool
+
+
 def insert_requested_stmts(
     session_id: str,
     run_seq: int,
     turn: int,
-    calls: list[dict[str, Any]],
+    calls: list[Requested],
     dispatched: Collection[str] = (),
 ) -> list[Stmt]:
-    """The model step's transaction: one ``requested`` row per call the model made, or
+    """The model turn's transaction: one ``requested`` row per call the model made, or
     ``dispatched`` (one attempt) for the calls in ``dispatched``, whose waits open in the
-    same transaction (``session.v4``; before, ``mark_dispatched`` in a later one)."""
+    same transaction."""
     return [
         (
             f"INSERT INTO {S}.tool_calls (session_id, tool_call_id, run_seq, turn, tool,"
@@ -98,58 +111,43 @@ def insert_requested_stmts(
             " CASE WHEN :n > 0 THEN now() END)",
             {
                 "s": session_id,
-                "id": c["tool_call_id"],
+                "id": c.tool_call_id,
                 "run": run_seq,
                 "turn": turn,
-                "tool": c["tool"],
-                "args": c["arguments"],
-                "key": c["idempotency_key"],
-                "safe": c["safe_to_retry"],
-                "kind": c["kind"],
-                "status": "dispatched" if c["tool_call_id"] in dispatched else "requested",
-                "n": 1 if c["tool_call_id"] in dispatched else 0,
+                "tool": c.tool,
+                "args": c.arguments,
+                "key": c.idempotency_key,
+                "safe": c.safe_to_retry,
+                "kind": c.kind,
+                "status": "dispatched" if c.tool_call_id in dispatched else "requested",
+                "n": 1 if c.tool_call_id in dispatched else 0,
             },
         )
         for c in calls
     ]
 
 
-async def mark_dispatched(db: Db, session_id: str, tool_call_ids: list[str]) -> None:
-    """Client-tool waits registered and sub-agents about to start: they may now act."""
-    if tool_call_ids:
-        await _exec(
-            db,
-            f"UPDATE {S}.tool_calls SET status = 'dispatched', attempts = attempts + 1,"
-            " dispatched_at = now() WHERE session_id = :s AND tool_call_id = ANY(:ids)"
-            " AND status = 'requested'",
-            s=session_id,
-            ids=tool_call_ids,
-        )
+def _result_params(result: ToolResult) -> dict[str, Any]:
+    """The result's row values, dumped once."""
+    return {
+        "st": "completed" if result.ok else "failed",
+        "res": storable.dumps(result.model_dump(mode="json")),
+        "kind": result.error.kind if result.error is not None else None,
+    }
 
 
-def settle_stmt(session_id: str, result: dict[str, Any]) -> Stmt:
-    """A call's result entering the transcript (the next model step, or ``finish_run``):
-    the result the model will read (a result row the attempt already wrote is
-    kept: it is the same result)."""
-    err = result.get("error") or {}
+def settle_stmt(session_id: str, result: ToolResult) -> Stmt:
+    """A call's result entering the transcript (the next model turn, or the run's end),
+    for a call whose attempt did not record it (a result row already there is kept: it
+    is the same result)."""
     return (
         f"UPDATE {S}.tool_calls SET status = CASE WHEN result IS NULL THEN :st ELSE status END,"
         " result = coalesce(result, CAST(:res AS jsonb)),"
         " error_kind = CASE WHEN result IS NULL THEN :kind ELSE error_kind END,"
         " completed_at = coalesce(completed_at, now())"
         " WHERE session_id = :s AND tool_call_id = :id",
-        {
-            "st": "completed" if result["ok"] else "failed",
-            "res": storable.dumps(result),
-            "kind": err.get("kind"),
-            "s": session_id,
-            "id": result["tool_call_id"],
-        },
+        {**_result_params(result), "s": session_id, "id": result.tool_call_id},
     )
-
-
-async def settle(db: Db, session_id: str, result: dict[str, Any]) -> None:
-    await execute(db, settle_stmt(session_id, result))
 
 
 def unanswered_stmt(session_id: str) -> Stmt:
@@ -164,11 +162,6 @@ def unanswered_stmt(session_id: str) -> Stmt:
     )
 
 
-async def unanswered(db: Db, session_id: str) -> list[sa.Row[Any]]:
-    """``unanswered_stmt`` in a datasource transaction."""
-    return list((await pg.execute(db, unanswered_stmt(session_id))).all())
-
-
 # --- a server tool's attempt: lock, dispatch mark, result row --------------------------------
 
 
@@ -179,14 +172,14 @@ class Attempt:
     number: int
     prior_status: str
     """The status before this attempt: anything but ``requested`` means "may have run"."""
-    recorded: dict[str, Any] | None
+    recorded: ToolResult | None
     """The result an earlier attempt committed, if any: return it, run nothing."""
     fenced: bool
     """The run this attempt belongs to is no longer the session's running one (an
     interrupt): nothing was marked; run nothing."""
-    _record: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+    _record: Callable[[ToolResult], Awaitable[ToolResult]]
 
-    async def record(self, result: dict[str, Any]) -> dict[str, Any]:
+    async def record(self, result: ToolResult) -> ToolResult:
         """Commit the result row (retrying while the database is away) and release the
         call's lock; returns the recorded result, which is an earlier writer's if one got
         there first."""
@@ -240,12 +233,13 @@ WITH u AS (
     UPDATE {S}.tool_calls SET status = :st, result = CAST(:res AS jsonb), error_kind = :kind,
         completed_at = now()
     WHERE session_id = :s AND tool_call_id = :id AND result IS NULL
-    RETURNING result
+    RETURNING 1
 )
-SELECT coalesce((SELECT result FROM u), (SELECT result FROM {S}.tool_calls
-    WHERE session_id = :s AND tool_call_id = :id)) AS result
+SELECT CASE WHEN EXISTS (SELECT 1 FROM u) THEN NULL ELSE (SELECT result FROM {S}.tool_calls
+    WHERE session_id = :s AND tool_call_id = :id) END AS earlier
 """
-"""One round trip: the first result recorded wins, and is returned."""
+"""One round trip: the first result recorded wins; ``earlier`` is the result an earlier
+writer recorded (NULL: this one was)."""
 
 _UNLOCK = "SELECT pg_advisory_unlock(:k)"
 
@@ -308,14 +302,14 @@ async def attempt(
             raise LookupError(f"no ledger row for tool call {tool_call_id!r}")
         return row
 
-    async def record(result: dict[str, Any]) -> dict[str, Any]:
+    async def record(result: ToolResult) -> ToolResult:
         healthy = True
+        values = _result_params(result)
 
-        async def write() -> dict[str, Any]:
+        async def write() -> ToolResult:
             nonlocal healthy, locked
             c = raw if raw is not None and healthy else await connect()
             healthy = True
-            err = result.get("error") or {}
             try:
                 if exclusive and not locked:
                     ((got,),) = await pg.fetch(c, ("SELECT pg_try_advisory_lock(:k)", {"k": key}))
@@ -323,27 +317,18 @@ async def attempt(
                         locked = True
                     else:
                         await wait_for_lock(c)
-                record_stmt: pg.Stmt = (
-                    _RECORD,
-                    {
-                        "st": "completed" if result["ok"] else "failed",
-                        "res": storable.dumps(result),
-                        "kind": err.get("kind"),
-                        "s": session_id,
-                        "id": tool_call_id,
-                    },
-                )
+                record_stmt: pg.Stmt = (_RECORD, {**values, "s": session_id, "id": tool_call_id})
                 # Its own transaction, committed before the unlock, in one round trip.
                 unlock = [(_UNLOCK, {"k": key})] if locked else []
                 _, rows, *_ = await pg.fetch_all(
                     c, [("BEGIN", {}), record_stmt, ("COMMIT", {}), *unlock]
                 )
                 locked = False
-                ((stored,),) = rows
+                ((earlier,),) = rows
             except Exception:
                 healthy = False  # reconnect (and re-lock) before the next try
                 raise
-            return dict(stored)
+            return result if earlier is None else ToolResult.model_validate(earlier)
 
         return await retry_transient("record tool result", write)
 
@@ -352,7 +337,7 @@ async def attempt(
         yield Attempt(
             number=int(row.attempts or 0),
             prior_status=str(row.prior_status),
-            recorded=dict(row.result) if row.result is not None else None,
+            recorded=ToolResult.model_validate(row.result) if row.result is not None else None,
             fenced=not row.live,
             _record=record,
         )

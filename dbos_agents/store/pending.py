@@ -22,20 +22,13 @@ import sqlalchemy as sa
 
 from .. import _dbos
 from ..records import PendingCall, PendingKind
-from .pg import Db, Stmt, execute
+from .pg import Db, Stmt
 from .schema import SCHEMA as S
 
 OPEN = ("waiting", "submitted")
 
 
 # --- inside the workflow (datasource transactions) -------------------------------------------
-
-
-async def register(db: Db, *, timeout_sec: float, **wait: Any) -> float:
-    """Open a wait in the caller's transaction (before ``session.v4``); returns its
-    absolute deadline (epoch seconds): now + ``timeout_sec``, fixed here once."""
-    r = await execute(db, open_stmt(timeout_sec=timeout_sec, **wait))
-    return float(r.scalar_one())
 
 
 def open_stmt(
@@ -50,23 +43,16 @@ def open_stmt(
     output_schema: dict[str, Any] | None,
     user_id: str | None,
     tenant_id: str | None,
-    deadline: float | None = None,
-    timeout_sec: float | None = None,
+    deadline: float,
 ) -> Stmt:
-    """A wait's row, ``waiting`` until its absolute deadline, fixed once: ``deadline``
-    (epoch seconds; ``session.v4``'s model turn fixes it and records it with the turn,
-    whose transaction this statement joins) or now + ``timeout_sec`` (returned)."""
-    at = (
-        "to_timestamp(:deadline)"
-        if deadline is not None
-        else "now() + make_interval(secs => :timeout)"
-    )
+    """A wait's row, ``waiting`` until its absolute ``deadline`` (epoch seconds), fixed
+    once: the model turn fixes it and records it with the turn, whose transaction this
+    statement joins."""
     return (
         f"INSERT INTO {S}.pending_calls (root_session_id, tool_call_id, owner_session_id,"
         " owner_workflow_id, kind, tool, arguments, deadline, output_schema, status,"
         " user_id, tenant_id) VALUES (:root, :id, :owner, :wf, :kind, :tool, :args,"
-        f" {at}, CAST(:schema AS jsonb), 'waiting', :u, :t)"
-        " RETURNING extract(epoch FROM deadline)",
+        " to_timestamp(:deadline), CAST(:schema AS jsonb), 'waiting', :u, :t)",
         {
             "root": root_session_id,
             "id": tool_call_id,
@@ -76,7 +62,6 @@ def open_stmt(
             "tool": tool,
             "args": arguments,
             "deadline": deadline,
-            "timeout": timeout_sec,
             "schema": json.dumps(output_schema),
             "u": user_id,
             "t": tenant_id,
@@ -109,27 +94,16 @@ def resolve_stmt(root_session_id: str, tool_call_id: str) -> Stmt:
     )
 
 
-async def resolve(db: Db, root_session_id: str, tool_call_id: str) -> None:
-    await execute(db, resolve_stmt(root_session_id, tool_call_id))
-
-
 _CLOSE_OPEN = (
     f"UPDATE {S}.pending_calls SET status = 'closed', close_reason = :why,"
     " resolved_at = now() WHERE owner_session_id = :s AND status IN ('waiting', 'submitted')"
 )
 
 
-async def close_open(db: Db, owner_session_id: str, reason: str) -> int:
-    """The run that owns these waits ended: nobody will read them any more."""
-    r = await db.execute(
-        sa.text(_CLOSE_OPEN + " RETURNING tool_call_id"), {"s": owner_session_id, "why": reason}
-    )
-    return len(r.all())
-
-
 def close_open_stmt(owner_session_id: str, reason: str, run_seq: int) -> Stmt:
-    """``close_open``, fenced on the run: only while ``run_seq`` is the session's run, so
-    a replay of a run's end after a newer run began closes none of the newer run's waits."""
+    """The run that owns these waits ended: nobody will read them any more. Fenced on the
+    run: only while ``run_seq`` is the session's run, so a replay of a run's end after a
+    newer run began closes none of the newer run's waits."""
     return (
         _CLOSE_OPEN + f" AND EXISTS (SELECT 1 FROM {S}.sessions WHERE id = :s AND"
         " run_seq = CAST(:run AS bigint))",
@@ -146,11 +120,6 @@ def take_late_answers_stmt(owner_session_id: str) -> Stmt:
         " RETURNING tool_call_id, tool, late_submission",
         {"s": owner_session_id},
     )
-
-
-async def take_late_answers(db: Db, owner_session_id: str) -> list[sa.Row[Any]]:
-    """``take_late_answers_stmt`` in a datasource transaction (rows unordered)."""
-    return list((await execute(db, take_late_answers_stmt(owner_session_id))).all())
 
 
 # --- the submit path and interrupts (caller-owned sync transactions) -------------------------

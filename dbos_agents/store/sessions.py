@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from .. import storable
 from ..messages import Usage
 from ..outcome import RunSpec, SessionInfo
-from .pg import Db, Stmt, execute
+from .pg import Db, Stmt
 from .schema import SCHEMA as S
 
 BUSY = ("queued", "running")
@@ -68,11 +68,6 @@ def identity(conn: sa.Connection, session_id: str) -> sa.Row[Any] | None:
         sa.text(f"SELECT root_session_id, user_id, tenant_id FROM {S}.sessions WHERE id = :s"),
         {"s": session_id},
     ).first()
-
-
-def root_of(conn: sa.Connection, session_id: str) -> str | None:
-    r = identity(conn, session_id)
-    return None if r is None else str(r.root_session_id)
 
 
 def interrupt_tree(conn: sa.Connection, root_session_id: str) -> list[sa.Row[Any]]:
@@ -202,21 +197,6 @@ def mark_interrupted_stmt(session_id: str) -> Stmt:
     return (f"UPDATE {S}.sessions SET status = 'interrupted' WHERE id = :s", {"s": session_id})
 
 
-async def begin(db: Db, spec: RunSpec, workflow_id: str) -> bool:
-    """``begin_stmt`` in a datasource transaction, then a sub-agent's fence on its parent:
-    False when fenced off."""
-    began = (await execute(db, begin_stmt(spec, workflow_id))).first() is not None
-    if began and spec["parent_session_id"] is not None:
-        parent = await db.execute(
-            sa.text(f"SELECT status FROM {S}.sessions WHERE id = :p"),
-            {"p": spec["parent_session_id"]},
-        )
-        if parent.scalar_one_or_none() == "interrupted":  # the tree was interrupted meanwhile
-            await execute(db, mark_interrupted_stmt(spec["session_id"]))
-            return False
-    return began
-
-
 def lock_stmt(session_id: str) -> Stmt:
     """Serialize the run's writes on the row (message sequence numbers)."""
     return (f"SELECT 1 FROM {S}.sessions WHERE id = :s FOR UPDATE", {"s": session_id})
@@ -248,22 +228,12 @@ def run_seq_stmt(session_id: str) -> Stmt:
     return (f"SELECT run_seq FROM {S}.sessions WHERE id = :s FOR UPDATE", {"s": session_id})
 
 
-async def lock_in_run(db: Db, session_id: str) -> None:
-    await execute(db, lock_stmt(session_id))
-
-
 def add_usage_stmt(session_id: str, usage: Usage) -> Stmt:
     return (
         f"UPDATE {S}.sessions SET turns = turns + 1, input_tokens = input_tokens + :i,"
         " output_tokens = output_tokens + :o, cost_usd = cost_usd + :c, updated_at = now()"
         " WHERE id = :s",
         {"s": session_id, "i": usage.input_tokens, "o": usage.output_tokens, "c": usage.cost_usd},
-    )
-
-
-async def touch(db: Db, session_id: str) -> None:
-    await db.execute(
-        sa.text(f"UPDATE {S}.sessions SET updated_at = now() WHERE id = :s"), {"s": session_id}
     )
 
 
@@ -285,20 +255,6 @@ def finish_stmt(
             "run": spec["run_seq"],
         },
     )
-
-
-async def finish(
-    db: Db,
-    spec: RunSpec,
-    status: str,
-    output: str | None,
-    error: str | None,
-    open_inbox: bool,
-) -> bool:
-    """``finish_stmt`` in a datasource transaction; False when fenced off."""
-    sql, params = finish_stmt(spec, status, output, error, open_inbox)
-    r = await db.execute(sa.text(sql + " RETURNING id"), params)
-    return r.first() is not None
 
 
 async def close_inbox(db: Db, session_id: str, run_seq: int) -> bool:

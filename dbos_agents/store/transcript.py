@@ -11,12 +11,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import sqlalchemy as sa
+from pydantic import BaseModel
 
 from .. import storable
-from ..messages import Message, Usage
+from ..messages import JSONValue, Message, Usage
 from ..outcome import RunSpec
 from ..records import HistoryEntry
-from .pg import Db, Stmt, execute
+from .pg import Stmt
 from .schema import SCHEMA as S
 
 
@@ -45,10 +46,6 @@ def append_stmt(spec: RunSpec, seq: int | None, msg: Message) -> Stmt:
             "t": spec["tenant_id"],
         },
     )
-
-
-async def append(db: Db, spec: RunSpec, seq: int, msg: Message) -> None:
-    await execute(db, append_stmt(spec, seq, msg))
 
 
 def read_stmt(session_id: str, upto_seq: int | None = None) -> Stmt:
@@ -86,10 +83,6 @@ def to_messages(rows: Iterable[Any]) -> list[Message]:
     ]
 
 
-async def read(db: Db, session_id: str) -> list[Message]:
-    return to_messages(await execute(db, read_stmt(session_id)))
-
-
 def run_state_stmt(spec: RunSpec) -> Stmt:
     """What a run's begin decides on (the caller holds the session row lock): this run's
     user message (``user_seq``: set once the run began), whether it recorded a turn, the
@@ -109,10 +102,10 @@ def record_usage_stmt(
     turn: int,
     model: str | None,
     usage: Usage,
-    response: dict[str, Any] | None = None,
+    record: BaseModel | None = None,
 ) -> Stmt:
-    """The turn's usage row; ``response`` (the model step's output) makes the turn
-    replayable without a second model call."""
+    """The turn's usage row; ``record`` (the turn's output, dumped here once) makes the
+    turn replayable without a second model call."""
     return (
         f"INSERT INTO {S}.usage (session_id, run_seq, turn, model, input_tokens,"
         " output_tokens, cost_usd, tenant_id, response) VALUES (:s, :run, :turn, :model,"
@@ -126,7 +119,7 @@ def record_usage_stmt(
             "o": usage.output_tokens,
             "c": usage.cost_usd,
             "t": spec["tenant_id"],
-            "resp": storable.dumps(response),
+            "resp": None if record is None else storable.dumps(record.model_dump(mode="json")),
         },
     )
 
@@ -154,9 +147,10 @@ def recorded_turns_stmt(spec: RunSpec) -> Stmt:
     )
 
 
-def turn_state(row: Any) -> tuple[dict[str, Any] | None, list[Any]]:
+def turn_state(row: Any) -> tuple[JSONValue, list[Any]]:
+    """(the turn's recorded output as stored, or None; the late answers)."""
     late = [SimpleNamespace(**x) for x in row.late]
-    return (None if row.recorded is None else dict(row.recorded)), late
+    return row.recorded, late
 
 
 def answered_stmt(session_id: str, tool_call_ids: list[str]) -> Stmt:
@@ -166,15 +160,6 @@ def answered_stmt(session_id: str, tool_call_ids: list[str]) -> Stmt:
         " AND tool_call_id = ANY(:ids)",
         {"s": session_id, "ids": tool_call_ids},
     )
-
-
-async def answered_calls(db: Db, session_id: str, tool_call_ids: list[str]) -> set[str]:
-    """``answered_stmt`` in a datasource transaction."""
-    if not tool_call_ids:
-        return set()
-    sql, params = answered_stmt(session_id, tool_call_ids)
-    r = await db.execute(sa.text(sql), params)
-    return {row.tool_call_id for row in r}
 
 
 def entries(

@@ -16,8 +16,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..loop.crashpoints import CRASH_POINTS
     from ..models.guard import allow_real_models, block_real_models
-    from ..runtime.crashpoints import CRASH_POINTS
     from .cluster import PrivateCluster
     from .crash import CrashHarness, DrillResult, WorkerProcess
     from .database import (
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .witness import Witness
 
 _LAZY = {
-    "CRASH_POINTS": "..runtime.crashpoints",
+    "CRASH_POINTS": "..loop.crashpoints",
     "CrashHarness": ".crash",
     "DrillResult": ".crash",
     "PrivateCluster": ".cluster",

@@ -28,11 +28,11 @@ import sqlalchemy as sa
 
 from .. import _dbos
 from ..client import AgentClient
+from ..loop.crashpoints import CRASH_POINTS
+from ..loop.crashpoints import ENV_VAR as CRASH_ENV
+from ..loop.crashpoints import SESSION_ENV_VAR as CRASH_SESSION_ENV
 from ..outcome import TERMINAL, SessionInfo
 from ..records import HistoryEntry, ToolCallRecord
-from ..runtime.crashpoints import CRASH_POINTS
-from ..runtime.crashpoints import ENV_VAR as CRASH_ENV
-from ..runtime.crashpoints import SESSION_ENV_VAR as CRASH_SESSION_ENV
 from ..store import runs
 from ..store.schema import SCHEMA as S
 from .witness import ENV_VAR as WITNESS_ENV

@@ -16,6 +16,7 @@ import pytest_asyncio
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from dbos_agents.results import ToolResult
 from dbos_agents.store import calls
 from dbos_agents.store.db import create_sync_engine, sqlalchemy_url
 from dbos_agents.store.migrate import migrate
@@ -87,7 +88,7 @@ async def test_the_dispatch_mark_waits_for_the_database(
         async with calls.attempt(engine, sid, cid, "tok-1", exclusive=True) as a:
             entered.set()
             assert (a.prior_status, a.number, a.recorded) == ("requested", 1, None)
-            return str((await a.record({"tool_call_id": cid, "ok": True, "output": 1}))["output"])
+            return str((await a.record(ToolResult.success(cid, "t", 1))).output)
 
     task = asyncio.create_task(run())
     await asyncio.sleep(1.0)
@@ -105,16 +106,16 @@ async def test_a_result_is_recorded_after_the_lock_connection_died(
         assert a.prior_status == "requested"
         # The handler runs while Postgres crash-restarts under it (a failover).
         await asyncio.to_thread(cluster.restart, "immediate")
-        stored = await a.record({"tool_call_id": cid, "ok": True, "output": "done"})
-    assert stored["output"] == "done"
+        stored = await a.record(ToolResult.success(cid, "t", "done"))
+    assert stored.output == "done"
     assert _status(cluster, sid) == (
         "completed",
         1,
-        {"tool_call_id": cid, "ok": True, "output": "done"},
+        ToolResult.success(cid, "t", "done").model_dump(mode="json"),
     )
     # The lock was released: another attempt gets in at once and sees the recorded result.
     async with calls.attempt(engine, sid, cid, "tok-3", exclusive=True) as again:
-        assert again.recorded is not None and again.recorded["output"] == "done"
+        assert again.recorded is not None and again.recorded.output == "done"
 
 
 async def test_a_result_is_recorded_after_an_outage_during_the_handler(
@@ -131,7 +132,7 @@ async def test_a_result_is_recorded_after_an_outage_during_the_handler(
             await asyncio.to_thread(cluster.start)
 
         starter = asyncio.create_task(back())
-        stored = await a.record({"tool_call_id": cid, "ok": True, "output": "after outage"})
+        stored = await a.record(ToolResult.success(cid, "t", "after outage"))
         await starter
-    assert stored["output"] == "after outage"
+    assert stored.output == "after outage"
     assert _status(cluster, sid)[0] == "completed"

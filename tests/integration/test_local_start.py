@@ -11,7 +11,7 @@ import pytest
 from dbos_agents import AgentClient, AgentRuntime
 from dbos_agents._dbos import internals as compat
 from dbos_agents._dbos import starts as _dbos_starts
-from dbos_agents.runtime import drain
+from dbos_agents.loop import drain
 
 from .test_client_tools import _pending
 
@@ -76,7 +76,7 @@ async def test_the_result_of_a_local_start_is_handed_over_without_the_database(
 ) -> None:
     """The run this start claimed hands its outcome over in process: ``result()`` does
     not also read the run's row and wait for its NOTIFY."""
-    from dbos_agents.runtime import runtime as runtime_module
+    from dbos_agents.worker import handle as runtime_module
 
     asked: list[str] = []
     read = runtime_module.runs.read_stmt

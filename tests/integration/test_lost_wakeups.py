@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from dbos_agents import AgentClient, AgentRuntime
 from dbos_agents._dbos import internals as compat
-from dbos_agents.runtime.context import get_context
+from dbos_agents.loop.context import get_context
 
 from .test_client_tools import _pending
 
@@ -40,7 +40,7 @@ async def test_a_submit_whose_notification_is_lost_wakes_the_session(
     runtime: AgentRuntime, client: AgentClient, parked: bool
 ) -> None:
     assert runtime.settings.wake_recheck_interval_sec <= 2
-    parker = get_context().parker
+    parker = get_context().receiver
     park_after, parker.park_after_sec = parker.park_after_sec, (0.3 if parked else None)
     try:
         await _lost_notification(runtime, client, parked)
@@ -66,7 +66,7 @@ async def _lost_notification(runtime: AgentRuntime, client: AgentClient, parked:
     # A parked wait is armed by its stand-in in the same map (parking.py): the re-check
     # wakes it like a live recv.
     for _ in range(400 if parked else 0):
-        if get_context().parker.is_parked(h.workflow_id):
+        if get_context().receiver.is_parked(h.workflow_id):
             break
         await asyncio.sleep(0.05)
     else:

@@ -16,9 +16,10 @@ from dbos._sys_db import LoopAwareEvent
 from dbos_agents import AgentClient, AgentRuntime, PendingCall
 from dbos_agents._dbos import internals as compat
 from dbos_agents._dbos import replay as _dbos_replay
+from dbos_agents.loop.context import get_context
+from dbos_agents.messages import Message
 from dbos_agents.outcome import RunSpec
-from dbos_agents.runtime.context import get_context
-from dbos_agents.runtime.runtime import SessionHandle
+from dbos_agents.worker import SessionHandle
 
 from .agents import EFFECTS
 from .test_client_tools import _pending, _tool_results
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 
 
 def _parked(workflow_id: str) -> bool:
-    return get_context().parker.is_parked(workflow_id)
+    return get_context().receiver.is_parked(workflow_id)
 
 
 async def _parked_wait(
@@ -75,7 +76,7 @@ def _tasks_of(workflow_id: str) -> int:
 async def test_a_long_wait_parks_and_a_submit_resumes_it(
     runtime: AgentRuntime, client: AgentClient
 ) -> None:
-    parker = get_context().parker
+    parker = get_context().receiver
     resumed = parker.resumed_total
     h, p = await _parked_wait(runtime, client, "asker", "ship it?")
     # Parked: no live recv and no running execution of the workflow, which DBOS still
@@ -136,7 +137,7 @@ async def test_a_parked_wait_times_out_at_its_deadline(
     runtime: AgentRuntime, client: AgentClient
 ) -> None:
     # confirm_fast times out after 1 s: parked at 0.3 s, resumed by its deadline.
-    parker = get_context().parker
+    parker = get_context().receiver
     h = await runtime.start("impatient", "hurry")
     (p,) = await _pending(client, h.session_id)
     await _until(lambda: _parked(h.workflow_id), "the wait never parked", within=1.5)
@@ -210,7 +211,7 @@ async def test_a_resume_claim_is_a_compare_and_swap_that_a_retry_repeats(
 ) -> None:
     from dbos_agents._dbos import parking as parking_compat
 
-    parker = get_context().parker
+    parker = get_context().receiver
     h, p = await _parked_wait(runtime, client, "asker", "claim me")
     h2, p2 = await _parked_wait(runtime, client, "asker", "claim me too")
     entries = {}
@@ -326,7 +327,7 @@ async def test_a_resumed_runs_new_turn_reads_nothing_first(
     turns): the model turn asks nobody whether it was recorded (``Ledger.turn_state``),
     as in an execution whose earlier step ran (it read one before: a round trip of ~1.6 ms
     in a wall-clock trace)."""
-    from dbos_agents.runtime.ledger import Ledger
+    from dbos_agents.loop.ledger import Ledger
 
     asked: list[int] = []
     turn_state = Ledger.turn_state
@@ -356,34 +357,28 @@ async def test_a_resumed_runs_begin_is_read_without_a_lock(
     the same transcript the first execution began with, while another transaction holds
     the session's row lock that the begin's write path waits for. A run that had not begun
     takes the write path after all."""
-    from dbos_agents.runtime import execution, run_bounds
+    from dbos_agents.loop import execution, run_bounds
 
     h, _ = await _parked_wait(runtime, client, "asker", "read me back")
     spec = _first_run(h, "read me back")
     engine = get_context().ledger.ds.engine
 
-    async def begin(resumed: bool, run: RunSpec = spec) -> dict[str, object]:
+    async def begin(resumed: bool, run: RunSpec = spec) -> run_bounds.BeginResult:
         execution.begin_execution(resumed=resumed)
-        return dict(await asyncio.wait_for(run_bounds.begin(engine, run), 5))
+        return await asyncio.wait_for(run_bounds.begin(engine, run), 5)
 
     read = await begin(resumed=True)
     # With it, the run's recorded turn, for the model turn to replay without a read; once.
     # The next turn is known to be new: nothing to read for it either.
     assert (execution.turn_is_new(1, 1), execution.turn_is_new(1, 2)) == (False, True)
     first_turn = execution.recorded_turn(1, 1)
-    assert first_turn is not None and first_turn["response"]["tool_calls"]
+    assert first_turn is not None and first_turn.response.tool_calls
     assert execution.recorded_turn(1, 1) is None
     assert read == await begin(resumed=False)  # the write path's replay: the same view
     assert execution.recorded_turn(1, 1) is None  # (which reads no turn ahead)
     assert not execution.turn_is_new(1, 2)  # nor knows which turns are new
-    assert read["began"] is True
-    assert read["messages"][-1] == {  # type: ignore[index]
-        "role": "user",
-        "content": "read me back",
-        "tool_calls": [],
-        "tool_call_id": None,
-        "name": None,
-    }
+    assert read.began is True
+    assert read.messages[-1] == Message(role="user", content="read me back")
     with client.engine.connect() as conn, conn.begin():
         conn.execute(
             sa.text("SELECT 1 FROM dbos_agents.sessions WHERE id = :s FOR UPDATE"),
@@ -397,5 +392,5 @@ async def test_a_resumed_runs_begin_is_read_without_a_lock(
     sid = f"fresh-{h.session_id}"
     fresh = RunSpec(**{**spec, "session_id": sid, "root_session_id": sid})
     first = await begin(resumed=True, run=fresh)
-    assert first["began"] is True and len(first["messages"]) == 1  # type: ignore[arg-type]
+    assert first.began is True and len(first.messages) == 1
     assert await begin(resumed=True, run=fresh) == first  # begun now: read back

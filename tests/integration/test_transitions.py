@@ -1,6 +1,7 @@
 """Every state transition of a session, a tool call and a pending call, at the store level.
 
-Real Postgres, no DBOS launch, no worker: rows are written with the store's own functions;
+Real Postgres, no DBOS launch, no worker: rows are written with the statements and
+functions the workflow and the clients run (``run_bounds``, the store's ``*_stmt``);
 DBOS's system tables are touched only through a ``DBOSClient`` (workflows enqueued that no
 worker runs). Every test works on ids of its own.
 """
@@ -8,6 +9,7 @@ worker runs). Every test works on ids of its own.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,9 +24,11 @@ from dbos_agents import AgentClient
 from dbos_agents.client.submit import interrupt, submit
 from dbos_agents.delivery import ResultDelivery
 from dbos_agents.errors import InterruptFailedError, SessionNotFoundError
-from dbos_agents.messages import Message
-from dbos_agents.outcome import RunSpec
-from dbos_agents.store import calls, pending, pg, sessions, transcript
+from dbos_agents.loop import run_bounds
+from dbos_agents.messages import Message, Usage
+from dbos_agents.outcome import RunOutcome, RunSpec
+from dbos_agents.results import ToolResult
+from dbos_agents.store import calls, pending, pg, runs, sessions, transcript
 from dbos_agents.store.db import sqlalchemy_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -44,10 +48,21 @@ def spec(sid: str, *, root: str | None = None, parent: str | None = None, run: i
     )  # fmt: skip
 
 
-def result(cid: str, ok: bool = True, value: str = "v") -> dict[str, Any]:
+def result(cid: str, ok: bool = True, value: str = "v") -> ToolResult:
     if ok:
-        return {"tool_call_id": cid, "ok": True, "output": value}
-    return {"tool_call_id": cid, "ok": False, "error": {"kind": "tool_error", "message": value}}
+        return ToolResult.success(cid, "t", value)
+    return ToolResult.failure(cid, "t", "tool-error", value)
+
+
+def outcome(sid: str, status: Any) -> RunOutcome:
+    return RunOutcome(
+        session_id=sid, run_seq=1, status=status, output="out", error="err", usage=Usage()
+    )
+
+
+def stored(r: ToolResult) -> dict[str, Any]:
+    """A result as its ledger row holds it."""
+    return r.model_dump(mode="json")
 
 
 @dataclass
@@ -61,6 +76,12 @@ class Env:
     def tx(self) -> Any:
         """An AsyncSession in a transaction committed on exit."""
         return sa_async.async_sessionmaker(self.aengine).begin()
+
+    async def run(self, *stmts: pg.Stmt) -> list[int]:
+        """Statements in one transaction, as the workflow's scripts run them; each one's
+        row count."""
+        async with self.tx() as db:
+            return [(await pg.execute(db, stmt)).rowcount for stmt in stmts]
 
     def sql(self, stmt: str, **params: Any) -> Any:
         with self.client.engine.begin() as conn:
@@ -96,22 +117,18 @@ class Env:
         return wf
 
     async def new_calls(self, sid: str, *cids: str) -> None:
-        rows = [
-            {"tool_call_id": c, "tool": "t", "arguments": "{}", "idempotency_key": c,
-             "safe_to_retry": False, "kind": "server"} for c in cids
-        ]  # fmt: skip
-        async with self.tx() as db:
-            for stmt in calls.insert_requested_stmts(sid, 1, 1, rows):
-                await pg.execute(db, stmt)
+        rows = [calls.Requested(c, "t", "server", "{}", c, False) for c in cids]
+        await self.run(*calls.insert_requested_stmts(sid, 1, 1, rows))
 
     async def new_wait(self, root: str, wf: str = "wf", owner: str | None = None) -> str:
         cid = uid("c")
-        async with self.tx() as db:
-            await pending.register(
-                db, root_session_id=root, tool_call_id=cid, owner_session_id=owner or root,
-                owner_workflow_id=wf, kind="client", tool="t", arguments="{}", timeout_sec=60,
-                output_schema=None, user_id=None, tenant_id=None,
-            )  # fmt: skip
+        await self.run(
+            pending.open_stmt(
+                root_session_id=root, tool_call_id=cid, owner_session_id=owner or root,
+                owner_workflow_id=wf, kind="client", tool="t", arguments="{}",
+                deadline=time.time() + 60, output_schema=None, user_id=None, tenant_id=None,
+            )
+        )  # fmt: skip
         return cid
 
     async def waits_in_every_status(self, root: str) -> dict[str, str]:
@@ -122,7 +139,7 @@ class Env:
             pending.close_one(conn, root, w["closed"], "run_ended")
         async with self.tx() as db:
             await pending.settle_timeout(db, root, w["timed_out"])
-            await pending.resolve(db, root, w["resolved"])
+        await self.run(pending.resolve_stmt(root, w["resolved"]))
         return w
 
     def answer(self, root: str, cid: str, value: Any = 1) -> Any:
@@ -154,8 +171,7 @@ async def env(fresh_database_url: str) -> AsyncIterator[Env]:
 async def test_session_queued_to_running_by_begin_and_again_on_recovery(env: Env) -> None:
     sid = env.new_session()
     for wf in ("wf-1", "wf-1-recovered"):
-        async with env.tx() as db:
-            assert await sessions.begin(db, spec(sid), wf) is True
+        assert await env.run(sessions.begin_stmt(spec(sid), wf)) == [1]
         assert (env.session(sid).status, env.session(sid).workflow_id) == ("running", wf)
 
 
@@ -164,10 +180,11 @@ async def test_subagent_row_created_by_begin_running_unless_parent_interrupted(
     env: Env, parent: str
 ) -> None:
     root, child = env.new_session(parent), uid("child")
-    async with env.tx() as db:
-        began = await sessions.begin(db, spec(child, root=root, parent=root), f"{root}::sub::1")
+    begun = await run_bounds.begin(env.aengine, spec(child, root=root, parent=root))
     r = env.session(child)
-    assert (began, r.status) == ((True, "running") if parent == "running" else (False, parent))
+    assert (begun.began, r.status) == (
+        (True, "running") if parent == "running" else (False, parent)
+    )
     assert (r.parent_session_id, r.root_session_id) == (root, root)
 
 
@@ -178,21 +195,20 @@ async def test_fenced_off_run_changes_nothing(env: Env, op: str, case: str) -> N
     run = 2 if case == "stale_run_seq" else 1  # a newer run owns the row
     env.sql(f"UPDATE {S}.sessions SET run_seq = :r WHERE id = :s", r=run, s=sid)
     before = env.session(sid)
-    async with env.tx() as db:
-        if op == "begin":
-            assert await sessions.begin(db, spec(sid), "wf") is False
-        else:
-            assert await sessions.finish(db, spec(sid), "completed", "out", None, True) is False
+    if op == "begin":
+        assert (await run_bounds.begin(env.aengine, spec(sid))).began is False
+    else:
+        await run_bounds.end(env.aengine, spec(sid), outcome(sid, "completed"), True)
     assert env.session(sid) == before
 
 
 @pytest.mark.parametrize("status", TERMINAL)
 async def test_session_running_to_terminal_by_finish(env: Env, status: str) -> None:
     sid = env.new_session("running")
-    async with env.tx() as db:
-        assert await sessions.finish(db, spec(sid), status, "out", "err", open_inbox=True)
+    await run_bounds.end(env.aengine, spec(sid), outcome(sid, status), open_inbox=True)
     r = env.session(sid)
     assert (r.status, r.final_output, r.error, r.inbox_open) == (status, "out", "err", True)
+    assert runs.get(env.client.engine, sid, 1) == outcome(sid, status)
 
 
 async def test_interrupt_tree_marks_only_busy_sessions(env: Env) -> None:
@@ -222,8 +238,7 @@ async def test_session_terminal_to_queued_by_requeue(env: Env, status: str) -> N
 
 async def test_close_inbox_only_while_run_seq_unchanged(env: Env) -> None:
     sid = env.new_session("running")
-    async with env.tx() as db:
-        assert await sessions.finish(db, spec(sid), "completed", "out", None, open_inbox=True)
+    await run_bounds.end(env.aengine, spec(sid), outcome(sid, "completed"), open_inbox=True)
     env.sql(f"UPDATE {S}.sessions SET run_seq = 2 WHERE id = :s", s=sid)  # a message came in
     async with env.tx() as db:
         assert await sessions.close_inbox(db, sid, 1) is False
@@ -236,14 +251,13 @@ async def test_close_inbox_only_while_run_seq_unchanged(env: Env) -> None:
 # --- tool calls -----------------------------------------------------------------------------
 
 
-async def test_call_requested_to_dispatched_by_mark_only_from_requested(env: Env) -> None:
+async def test_a_call_whose_wait_opens_with_its_turn_is_inserted_dispatched(env: Env) -> None:
     sid = env.new_session("running")
-    await env.new_calls(sid, "a", "b")
-    async with env.tx() as db:
-        await calls.settle(db, sid, result("b"))
-        await calls.mark_dispatched(db, sid, ["a", "b"])
+    rows = [calls.Requested(c, "t", "client", "{}", c, False) for c in ("a", "b")]
+    await env.run(*calls.insert_requested_stmts(sid, 1, 1, rows, dispatched={"a"}))
     a, b = env.call(sid, "a"), env.call(sid, "b")
-    assert (a.status, a.attempts, b.status, b.attempts) == ("dispatched", 1, "completed", 0)
+    assert (a.status, a.attempts, b.status, b.attempts) == ("dispatched", 1, "requested", 0)
+    assert a.dispatched_at is not None and b.dispatched_at is None
 
 
 async def test_call_requested_to_dispatched_by_attempt_counted_per_token(env: Env) -> None:
@@ -290,21 +304,21 @@ async def test_call_dispatched_to_settled_by_record_first_result_wins(env: Env, 
         assert await a.record(result("c", ok, "second")) == first
     r = env.call(sid, "c")
     assert (r.status, r.result, r.error_kind) == (
-        ("completed", first, None) if ok else ("failed", first, "tool_error"))  # fmt: skip
+        ("completed", stored(first), None) if ok else ("failed", stored(first), "tool-error"))  # fmt: skip
     async with calls.attempt(env.aengine, sid, "c", "t2", exclusive=False) as a:
         assert (a.recorded, a.prior_status, a.number) == (first, r.status, 2)
         assert await a.record(result("c", not ok, "third")) == first
-    assert (env.call(sid, "c").status, env.call(sid, "c").result) == (r.status, first)
+    assert (env.call(sid, "c").status, env.call(sid, "c").result) == (r.status, stored(first))
 
 
 @pytest.mark.parametrize("ok", [True, False])
 async def test_call_requested_to_settled_by_settle(env: Env, ok: bool) -> None:
     sid = env.new_session("running")
     await env.new_calls(sid, "c")
-    async with env.tx() as db:
-        await calls.settle(db, sid, result("c", ok))
+    await env.run(calls.settle_stmt(sid, result("c", ok)))
     r = env.call(sid, "c")
-    assert (r.status, r.result, r.attempts) == ("completed" if ok else "failed", result("c", ok), 0)
+    expected = ("completed" if ok else "failed", stored(result("c", ok)), 0)
+    assert (r.status, r.result, r.attempts) == expected
 
 
 @pytest.mark.parametrize("late_ok", [True, False])
@@ -313,10 +327,9 @@ async def test_settle_keeps_the_recorded_result_and_its_status(env: Env, late_ok
     await env.new_calls(sid, "c")
     async with calls.attempt(env.aengine, sid, "c", "t1", exclusive=True) as a:
         await a.record(result("c", True, "recorded"))
-    async with env.tx() as db:
-        await calls.settle(db, sid, result("c", late_ok, "settled"))
+    await env.run(calls.settle_stmt(sid, result("c", late_ok, "settled")))
     r = env.call(sid, "c")
-    assert (r.status, r.result) == ("completed", result("c", True, "recorded"))
+    assert (r.status, r.result) == ("completed", stored(result("c", True, "recorded")))
 
 
 async def test_unanswered_lists_calls_without_tool_message(env: Env) -> None:
@@ -324,13 +337,17 @@ async def test_unanswered_lists_calls_without_tool_message(env: Env) -> None:
     await env.new_calls(sid, "answered", "requested", "recorded")
     async with calls.attempt(env.aengine, sid, "recorded", "t1", exclusive=True) as a:
         await a.record(result("recorded"))
+    msg = Message(role="tool", content="v", tool_call_id="answered", name="t")
+    await env.run(
+        calls.settle_stmt(sid, result("answered")), transcript.append_stmt(spec(sid), 1, msg)
+    )
     async with env.tx() as db:
-        await calls.settle(db, sid, result("answered"))
-        msg = Message(role="tool", content="v", tool_call_id="answered", name="t")
-        await transcript.append(db, spec(sid), 1, msg)
-    async with env.tx() as db:
-        rows = {r.tool_call_id: (r.status, r.result) for r in await calls.unanswered(db, sid)}
-    assert rows == {"requested": ("requested", None), "recorded": ("completed", result("recorded"))}
+        found = (await pg.execute(db, calls.unanswered_stmt(sid))).all()
+        rows = {r.tool_call_id: (r.status, r.result) for r in found}
+    assert rows == {
+        "requested": ("requested", None),
+        "recorded": ("completed", stored(result("recorded"))),
+    }
 
 
 async def _until_someone_waits_for_an_advisory_lock(env: Env) -> None:
@@ -384,8 +401,7 @@ async def test_wait_waiting_to_submitted_by_submit_to_resolved(env: Env) -> None
     assert (r.status, r.submission) == ("submitted", {"kind": "result", "result": {"x": 1}})
     assert env.sql(sent, w=wf, c=cid)[0][0] == 1
     assert env.answer(root, cid).status == "already_completed"
-    async with env.tx() as db:
-        await pending.resolve(db, root, cid)
+    await env.run(pending.resolve_stmt(root, cid))
     assert env.wait(root, cid).status == "resolved" and env.wait(root, cid).resolved_at
     assert env.answer(root, cid).status == "already_completed"
     assert env.sql(sent, w=wf, c=cid)[0][0] == 1  # delivered once
@@ -414,11 +430,10 @@ async def test_open_waits_settled_by_op_others_untouched(env: Env, op: str) -> N
         with env.client.engine.begin() as conn:
             got = {r.tool_call_id for r in pending.cancel_tree(conn, root)}
         assert got == {w["waiting"], w["submitted"]}
-    async with env.tx() as db:
-        if op == "close_open":
-            assert await pending.close_open(db, root, "run_completed") == 2
-        for cid in w.values() if op == "resolve" else ():
-            await pending.resolve(db, root, cid)
+    if op == "close_open":
+        assert await env.run(pending.close_open_stmt(root, "run_completed", 1)) == [2]
+    for cid in w.values() if op == "resolve" else ():
+        await env.run(pending.resolve_stmt(root, cid))
     to = {"resolve": "resolved", "cancel_tree": "cancelled", "close_open": "closed"}[op]
     why = "run_completed" if op == "close_open" else None
     for st, cid in w.items():
@@ -481,8 +496,7 @@ async def test_reap_deletes_only_old_settled_waits(env: Env) -> None:
     with env.client.engine.begin() as conn:
         pending.cancel_tree(conn, root)  # waiting and submitted: now every status is settled
     still_open, young = await env.new_wait(root), await env.new_wait(root)
-    async with env.tx() as db:
-        await pending.resolve(db, root, young)
+    await env.run(pending.resolve_stmt(root, young))
     env.sql(f"UPDATE {S}.pending_calls SET resolved_at = resolved_at - interval '2 hours',"
             " created_at = now() - interval '2 hours' WHERE root_session_id = :r"
             " AND tool_call_id <> :y", r=root, y=young)  # fmt: skip
@@ -504,11 +518,13 @@ async def busy_tree(env: Env) -> dict[str, str]:
     t["grand_wf"] = env.enqueue(f"{t['child_wf']}::sub::1")
     t["other_wf"] = env.enqueue(f"{t['root_wf']}x::sub::1")  # shares a prefix only
     child, done = (spec(t[k], root=t["root"], parent=t["root"]) for k in ("child", "done"))
-    async with env.tx() as db:
-        assert await sessions.begin(db, spec(t["root"]), t["root_wf"])
-        assert await sessions.begin(db, child, t["child_wf"])
-        assert await sessions.begin(db, done, "done-wf")
-        assert await sessions.finish(db, done, "completed", "x", None, False)
+    began = await env.run(
+        sessions.begin_stmt(spec(t["root"]), t["root_wf"]),
+        sessions.begin_stmt(child, t["child_wf"]),
+        sessions.begin_stmt(done, "done-wf"),
+        sessions.finish_stmt(done, "completed", "x", None, False),
+    )
+    assert began == [1, 1, 1, 1]
     t["root_wait"] = await env.new_wait(t["root"], t["root_wf"])
     t["child_wait"] = await env.new_wait(t["root"], t["child_wf"], owner=t["child"])
     return t

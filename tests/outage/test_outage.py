@@ -12,7 +12,7 @@ import pytest
 
 from dbos_agents.store.workers import WorkerInfo, list_workers
 from dbos_agents.testing import CrashHarness, PrivateCluster, Witness, WorkerProcess
-from dbos_agents.worker import EXIT_ADOPTED
+from dbos_agents.worker.process import EXIT_ADOPTED
 
 from .conftest import STALE_AFTER
 

@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from dbos_agents.errors import DatabaseUnavailableError, DbosAgentsError, SessionBusyError
 from dbos_agents.outcome import TERMINAL
 from dbos_agents.testing import CRASH_POINTS, CrashHarness, PrivateCluster, WorkerProcess
-from dbos_agents.worker import STARTING_LINE
+from dbos_agents.worker.process import STARTING_LINE
 
 from .app import SIDE_EFFECTING, read_events
 

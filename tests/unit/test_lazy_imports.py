@@ -47,7 +47,7 @@ def test_the_probe_sees_heavy_imports() -> None:
 def test_lazy_names_resolve_to_their_modules() -> None:
     import dbos_agents
     from dbos_agents.client import AgentClient, AsyncAgentClient
-    from dbos_agents.runtime import AgentRuntime
+    from dbos_agents.worker import AgentRuntime
 
     assert dbos_agents.AgentClient is AgentClient
     assert dbos_agents.AsyncAgentClient is AsyncAgentClient

@@ -12,7 +12,7 @@ import pytest
 
 from dbos_agents import ConfigurationError, Settings
 from dbos_agents.ids import idempotency_key, new_session_id, run_workflow_id
-from dbos_agents.runtime import crashpoints
+from dbos_agents.loop import crashpoints
 from dbos_agents.store import migrate as migrate_module
 from dbos_agents.store.db import describe, parse_url, sqlalchemy_url
 from dbos_agents.store.migrate import load_migrations

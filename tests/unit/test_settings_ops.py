@@ -6,9 +6,9 @@ import pytest
 from pydantic import ValidationError
 
 from dbos_agents.errors import ConfigurationError
-from dbos_agents.runtime.presence import Observer
 from dbos_agents.settings import Settings
 from dbos_agents.store.workers import PeerBeat
+from dbos_agents.worker.presence import Observer
 
 
 def _settings(hb: float, stale: float, grace: float) -> Settings:

@@ -50,7 +50,7 @@ def test_ids() -> None:
 def test_a_database_error_reaches_clients_without_its_sql() -> None:
     import sqlalchemy as sa
 
-    from dbos_agents.runtime.workflow import _public_error
+    from dbos_agents.loop.workflow import _public_error
 
     exc = sa.exc.DataError(
         "INSERT INTO dbos_agents.messages VALUES (%(secret)s)",

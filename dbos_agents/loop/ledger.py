@@ -16,12 +16,14 @@ import json
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, ParamSpec, TypedDict, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import psycopg
 from dbos import AsyncSQLAlchemyDatasource
+from pydantic import BaseModel, Field
 
-from ..messages import Message, Usage
+from ..agent import Agent
+from ..messages import JSONValue, Message, ModelResponse, ToolCall
 from ..outcome import RunSpec
 from ..results import ToolResult
 from ..store import calls, pending, pg, sessions, transcript
@@ -42,7 +44,8 @@ def _gated(fn: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any
     return wrapper
 
 
-class WaitSpec(TypedDict):
+@dataclass(frozen=True)
+class WaitSpec:
     """A client-tool or approval call to register before waiting on it."""
 
     tool_call_id: str
@@ -50,7 +53,14 @@ class WaitSpec(TypedDict):
     tool: str
     arguments: str
     timeout_sec: float
-    output_schema: dict[str, Any] | None
+    output_schema: dict[str, JSONValue] | None
+
+    @classmethod
+    def of(
+        cls, agent: Agent, call: ToolCall, kind: str, schema: dict[str, JSONValue] | None
+    ) -> WaitSpec:
+        timeout = agent.wait_timeout(call.name).total_seconds()
+        return cls(call.id, kind, call.name, call.arguments, timeout, schema)
 
 
 @dataclass(frozen=True)
@@ -64,19 +74,33 @@ class Opened:
     dispatched: list[str]
 
 
-class LedgerCall(TypedDict):
-    tool_call_id: str
-    tool: str
-    kind: str
-    arguments: str
-    idempotency_key: str
-    safe_to_retry: bool
+class TurnRecord(BaseModel):
+    """What a model turn recorded with its rows (``usage.response``): a re-executed turn
+    returns it instead of asking the model again."""
+
+    response: ModelResponse
+    notices: list[Message] = Field(default_factory=list)
+    """Late-answer notices delivered just before this turn's model call."""
+    deadlines: dict[str, float] = Field(default_factory=dict)
+    """The absolute deadline of each wait the turn opened, by call id."""
 
 
-class BeginResult(TypedDict):
+@dataclass(frozen=True)
+class CallResult:
+    """A call's result on its way into the transcript (the next model turn writes it, or
+    the run's end): ``recorded`` when the call's ledger row already holds it (a server
+    call's attempt committed it), ``waited`` when a pending row waits for it to resolve."""
+
+    result: ToolResult
+    recorded: bool = False
+    waited: bool = False
+
+
+@dataclass(frozen=True)
+class BeginResult:
     began: bool
     """False when the run was fenced off before it began (interrupted meanwhile)."""
-    messages: list[dict[str, Any]]
+    messages: list[Message]
 
 
 _DANGLING = {
@@ -120,27 +144,27 @@ class Ledger:
             self.ds.engine, session_id, tool_call_id, token, exclusive=exclusive, run_seq=run_seq
         )
 
-    async def recorded_result(self, session_id: str, tool_call_id: str) -> dict[str, Any] | None:
+    async def recorded_result(self, session_id: str, tool_call_id: str) -> ToolResult | None:
         """The result an attempt of this call committed, if any (a replay's read)."""
 
-        async def read() -> dict[str, Any] | None:
+        async def read() -> ToolResult | None:
             async with pg.driver(self.ds.engine) as conn:
                 rows = await pg.fetch(conn, calls.recorded_stmt(session_id, tool_call_id))
-            return dict(rows[0].result) if rows and rows[0].result is not None else None
+            found = rows[0].result if rows else None
+            return None if found is None else ToolResult.model_validate(found)
 
         return await calls.retry_transient("read tool result", read)
 
-    async def turn_state(
-        self, spec: RunSpec, turn: int
-    ) -> tuple[dict[str, Any] | None, list[Message]]:
-        """In one round trip: what an earlier execution of this turn's model step recorded
-        (if anything), and the late answers the model has not seen yet."""
+    async def turn_state(self, spec: RunSpec, turn: int) -> tuple[TurnRecord | None, list[Message]]:
+        """In one round trip: what an earlier execution of this model turn recorded (if
+        anything), and the late answers the model has not seen yet."""
 
-        async def read() -> tuple[dict[str, Any] | None, list[Message]]:
+        async def read() -> tuple[TurnRecord | None, list[Message]]:
             async with pg.driver(self.ds.engine) as conn:
                 (row,) = await pg.fetch(conn, transcript.turn_state_stmt(spec, turn))
             recorded, late = transcript.turn_state(row)
-            return recorded, late_notices(late)
+            record = None if recorded is None else TurnRecord.model_validate(recorded)
+            return record, late_notices(late)
 
         return await calls.retry_transient("read turn state", read)
 
@@ -148,63 +172,51 @@ class Ledger:
         self,
         spec: RunSpec,
         turn: int,
-        previous: list[dict[str, Any]],
-        assistant: Message,
-        ledger_calls: list[LedgerCall],
-        usage: Usage,
-        model: str | None,
-        response: dict[str, Any],
-        expect_notices: bool,
+        previous: list[CallResult],
+        response: ModelResponse,
+        requested: list[calls.Requested],
         opened: Opened,
-    ) -> dict[str, Any]:
-        """The model step's one write (a plain transaction, no checkpoint of its own): the
+        expect_notices: bool,
+    ) -> TurnRecord:
+        """The model turn's one write (a plain transaction, no checkpoint of its own): the
         previous turn's results, late-answer notices, this turn's assistant message, ledger
-        rows and usage. Returns the step's output (``response`` and the notices it
-        delivered), stored with the turn so a re-executed step replays it.
+        rows, waits and usage. Returns the turn's ``TurnRecord``, stored with the turn so a
+        re-executed turn replays it.
 
         One round trip (a script), or a pipelined transaction of two when late answers
-        wait (their notices are read before the rows after them are written). The turn's
-        waits open in it too (``opened``): their deadlines are part of the output, so a
-        replayed turn returns them and opens nothing twice."""
+        wait (their notices are read before the rows after them are written). The waits'
+        deadlines are part of the record, so a replayed turn opens nothing twice."""
         sid = spec["session_id"]
-        extra = {"deadlines": opened.deadlines}
+        assistant = Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
 
-        def rest(notices: list[Message], output: dict[str, Any]) -> list[pg.Stmt]:
+        def rest(record: TurnRecord) -> list[pg.Stmt]:
             return [
-                *(transcript.append_stmt(spec, None, m) for m in [*notices, assistant]),
+                *(transcript.append_stmt(spec, None, m) for m in [*record.notices, assistant]),
                 *calls.insert_requested_stmts(
-                    sid,
-                    spec["run_seq"],
-                    turn,
-                    [dict(c) for c in ledger_calls],
-                    set(opened.dispatched),
+                    sid, spec["run_seq"], turn, requested, set(opened.dispatched)
                 ),
                 *_open_stmts(spec, opened),
-                transcript.record_usage_stmt(spec, turn, model, usage, output),
-                sessions.add_usage_stmt(sid, usage),
+                transcript.record_usage_stmt(spec, turn, response.model, response.usage, record),
+                sessions.add_usage_stmt(sid, response.usage),
             ]
 
         # Fenced: an interrupted run (or one a newer run overtook) records no turn.
         head = [sessions.lock_running_stmt(sid, spec["run_seq"]), *result_stmts(spec, previous)]
 
-        async def write() -> dict[str, Any]:
+        async def write() -> TurnRecord:
             if not expect_notices:  # the common case: one script, one round trip
-                output: dict[str, Any] = {"response": response, "notices": [], **extra}
-                await pg.script(self.ds.engine, [*head, *rest([], output)])
-                return output
+                record = TurnRecord(response=response, deadlines=opened.deadlines)
+                await pg.script(self.ds.engine, [*head, *rest(record)])
+                return record
             async with pg.transaction(self.ds.engine) as batch:
                 await batch.send_all(head)
                 late = await batch.send(pending.take_late_answers_stmt(sid))
                 notices = late_notices(await late.fetchall())
-                output = {
-                    "response": response,
-                    "notices": [m.model_dump(mode="json") for m in notices],
-                    **extra,
-                }
-                await batch.send_all(rest(notices, output))
-                return output
+                record = TurnRecord(response=response, notices=notices, deadlines=opened.deadlines)
+                await batch.send_all(rest(record))
+                return record
 
-        async def write_once() -> dict[str, Any]:
+        async def write_once() -> TurnRecord:
             try:
                 return await write()
             except psycopg.Error as exc:
@@ -232,14 +244,14 @@ def _open_stmts(spec: RunSpec, opened: Opened) -> list[pg.Stmt]:
     return [
         pending.open_stmt(
             root_session_id=spec["root_session_id"],
-            tool_call_id=w["tool_call_id"],
+            tool_call_id=w.tool_call_id,
             owner_session_id=spec["session_id"],
             owner_workflow_id=opened.owner_workflow_id,
-            kind=w["kind"],
-            tool=w["tool"],
-            arguments=w["arguments"],
-            deadline=opened.deadlines[w["tool_call_id"]],
-            output_schema=w["output_schema"],
+            kind=w.kind,
+            tool=w.tool,
+            arguments=w.arguments,
+            deadline=opened.deadlines[w.tool_call_id],
+            output_schema=w.output_schema,
             user_id=spec["user_id"],
             tenant_id=spec["tenant_id"],
         )
@@ -247,36 +259,40 @@ def _open_stmts(spec: RunSpec, opened: Opened) -> list[pg.Stmt]:
     ]
 
 
-def dangling_results(rows: list[Any]) -> list[dict[str, Any]]:
+def dangling_results(rows: list[Any]) -> list[CallResult]:
     """The results of ``calls.unanswered`` rows: what an attempt recorded after all, else
-    an ``interrupted`` failure saying whether the call may have run."""
+    an ``interrupted`` failure saying whether the call may have run (their waits were
+    cancelled or closed already)."""
     return [
-        dict(r.result)
+        CallResult(ToolResult.model_validate(r.result), recorded=True)
         if r.result is not None
-        else ToolResult.failure(
-            r.tool_call_id,
-            r.tool,
-            "interrupted",
-            _DANGLING["requested" if r.status == "requested" else "dispatched"],
-        ).model_dump(mode="json")
+        else CallResult(
+            ToolResult.failure(
+                r.tool_call_id,
+                r.tool,
+                "interrupted",
+                _DANGLING["requested" if r.status == "requested" else "dispatched"],
+            )
+        )
         for r in rows
     ]
 
 
-def result_stmts(spec: RunSpec, results: list[dict[str, Any]]) -> list[pg.Stmt]:
-    """Per result: its tool message, its ledger row settled, its wait resolved. The
-    caller holds the session row lock (message numbers)."""
+def result_stmts(spec: RunSpec, results: list[CallResult]) -> list[pg.Stmt]:
+    """Per result: its tool message, its ledger row settled (unless the call's attempt
+    recorded it already), its wait resolved (if it had one). The caller holds the session
+    row lock (message numbers)."""
     stmts: list[pg.Stmt] = []
-    for raw in results:
-        res = ToolResult.model_validate(raw)
+    for r in results:
+        res = r.result
         msg = Message(
             role="tool", content=res.content(), tool_call_id=res.tool_call_id, name=res.tool
         )
-        stmts += [
-            transcript.append_stmt(spec, None, msg),
-            calls.settle_stmt(spec["session_id"], raw),
-            pending.resolve_stmt(spec["root_session_id"], res.tool_call_id),
-        ]
+        stmts.append(transcript.append_stmt(spec, None, msg))
+        if not r.recorded:
+            stmts.append(calls.settle_stmt(spec["session_id"], res))
+        if r.waited:
+            stmts.append(pending.resolve_stmt(spec["root_session_id"], res.tool_call_id))
     return stmts
 
 

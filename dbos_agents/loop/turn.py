@@ -4,12 +4,13 @@ It is a plain operation, not a DBOS step: its checkpoint is the turn's own rows.
 the model (retrying transient provider errors) and then, in one transaction, records
 everything the turn produced: the previous turn's tool results, late-answer notices, the
 assistant message, one ledger row per call, the waits its calls open, usage, and the
-turn's own output.
+turn's ``TurnRecord``.
 
 If the worker dies after that transaction, the turn runs again, finds the recorded turn
 and returns it: the model is not asked twice. If it dies before the transaction, nothing
-of the turn was recorded and the model is asked again. The transaction is fenced on the run (``sessions.lock_running_stmt``): an
-interrupted run records no turn, and the workflow stops as ``interrupted``.
+of the turn was recorded and the model is asked again. The transaction is fenced on the
+run (``sessions.lock_running_stmt``): an interrupted run records no turn, and the workflow
+stops as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from dataclasses import dataclass
 
 from dbos import DBOS
 
@@ -28,15 +29,24 @@ from ..ids import idempotency_key
 from ..messages import Message, ModelResponse, ToolCall
 from ..models.base import ModelRequest
 from ..outcome import RunSpec
+from ..store.calls import Requested
 from ..store.sessions import RunFenced
 from . import drain, execution
+from .calls import Plan, RunInterrupted, ledger_kind, openings, plan
 from .context import get_context
 from .crashpoints import crash_point
-from .kinds import kind_of, turn_openings
-from .ledger import LedgerCall, Opened
-from .steps import RunInterrupted
+from .ledger import CallResult, Opened, TurnRecord
 
 log = logging.getLogger("dbos_agents")
+
+
+@dataclass(frozen=True)
+class Turned:
+    """A model turn's outcome: its record, and the plan of its calls when this execution
+    made it (a replayed turn's calls are planned by the workflow)."""
+
+    record: TurnRecord
+    plan: Plan | None = None
 
 
 def unique_ids(calls: list[ToolCall], used: set[str], turn: int, namespace: str) -> list[ToolCall]:
@@ -62,12 +72,6 @@ def unique_ids(calls: list[ToolCall], used: set[str], turn: int, namespace: str)
     return out
 
 
-def ledger_kind(agent: Agent, call: ToolCall) -> str:
-    """The ledger's kind column; an unknown tool is recorded as a server call."""
-    known = call.name in agent.tools or call.name in agent.client_tools
-    return kind_of(agent, call).name if known or call.name in agent.sub_agents else "server"
-
-
 async def _complete(req: ModelRequest) -> ModelResponse:
     ctx = get_context()
     attempts = max(1, ctx.settings.model_max_attempts)
@@ -91,49 +95,58 @@ async def _complete(req: ModelRequest) -> ModelResponse:
 
 async def model_turn(
     spec: RunSpec,
+    agent: Agent,
     turn: int,
     request: ModelRequest,
-    previous: list[dict[str, Any]],
-    used_ids: list[str],
+    previous: list[CallResult],
+    used_ids: set[str],
     namespace: str,
     late_possible: bool,
-) -> dict[str, Any]:
-    """One model turn, recorded (see the module doc). Returns ``{"response": ModelResponse
-    (call ids made unique), "notices": [late-answer messages delivered before it]}``;
-    raises ``RunInterrupted`` when the run was fenced off before its turn was recorded.
+) -> Turned:
+    """One model turn, recorded (see the module doc); raises ``RunInterrupted`` when the
+    run was fenced off before its turn was recorded.
 
     The first read is skipped when it can find nothing: no earlier execution can have
     recorded this turn (``execution``: a step of this execution ran, or its begin read the
     run's recorded turns and this one is past them) and no wait of this run timed out, so
     no late answer can be waiting (``late_possible``; a late answer to an earlier run's
-    call is noticed by the next run's ``begin_run``)."""
+    call is noticed by the next run's begin)."""
     async with drain.step():
-        ctx = get_context()
-        ledger = ctx.ledger
-        notices: list[Message] = []
+        ledger = get_context().ledger
         if (ahead := execution.recorded_turn(spec["run_seq"], turn)) is not None:
-            return ahead  # recorded, and read by this resumed run's begin
+            return Turned(ahead)  # recorded, and read by this resumed run's begin
+        notices: list[Message] = []
         new = execution.later_steps_are_new() or execution.turn_is_new(spec["run_seq"], turn)
         if late_possible or not new:
             recorded, notices = await ledger.turn_state(spec, turn)
             if recorded is not None:
-                return recorded
+                return Turned(recorded)
         execution.step_ran()
-        req = request  # a step's arguments are not checkpointed: no need to dump them
+        req = request
         if notices:
             req = req.model_copy(update={"messages": [*req.messages, *notices]})
         # Outside the workflow's DBOS context, as a tool handler: an adapter's DBOS calls
         # cannot shift the workflow's operation ids.
         response = await _dbos.outside_workflow(_complete(req))
         crash_point("model_answered")
-        agent = ctx.agent(spec["agent"])
         calls = unique_ids(response.tool_calls, set(used_ids), turn, namespace)
         # The model's text is stored and shown as it is, minus what Postgres cannot hold.
         response = response.model_copy(
             update={"tool_calls": calls, "text": storable.optional_text(response.text)}
         )
-        ledger_calls = [
-            LedgerCall(
+        turn_plan = plan(agent, calls)
+        waits, dispatched = openings(agent, turn_plan)  # they open with the turn's rows
+        now = time.time()  # recorded with the turn, never re-read
+        owner = DBOS.workflow_id
+        assert owner is not None
+        opened = Opened(
+            owner_workflow_id=owner,
+            waits=waits,
+            deadlines={w.tool_call_id: now + w.timeout_sec for w in waits},
+            dispatched=dispatched,
+        )
+        requested = [
+            Requested(
                 tool_call_id=c.id,
                 tool=c.name,
                 kind=ledger_kind(agent, c),
@@ -143,30 +156,12 @@ async def model_turn(
             )
             for c in calls
         ]
-        waits, dispatched = turn_openings(agent, calls)  # they open with the turn's rows
-        now = time.time()  # recorded with the turn, never re-read
-        owner = DBOS.workflow_id
-        assert owner is not None
-        opened = Opened(
-            owner_workflow_id=owner,
-            waits=waits,
-            deadlines={w["tool_call_id"]: now + w["timeout_sec"] for w in waits},
-            dispatched=dispatched,
-        )
         try:
-            output = await ledger.record_turn(
-                spec,
-                turn,
-                previous,
-                Message(role="assistant", content=response.text, tool_calls=calls),
-                ledger_calls,
-                response.usage,
-                response.model,
-                response.model_dump(mode="json"),
-                expect_notices=bool(notices),
-                opened=opened,
+            record = await ledger.record_turn(
+                spec, turn, previous, response, requested, opened, expect_notices=bool(notices)
             )
         except RunFenced:
             raise RunInterrupted(f"turn {turn}") from None
         crash_point("model_call")
-        return output
+        # Another execution's record (a unique violation) has its own calls: plan them anew.
+        return Turned(record, turn_plan if record.response is response else None)

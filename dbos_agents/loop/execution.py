@@ -18,14 +18,15 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+
+from .ledger import TurnRecord
 
 
 @dataclass
 class _Execution:
     ran: bool = False
     resumed: bool = False
-    turns: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+    turns: dict[tuple[int, int], TurnRecord] = field(default_factory=dict)
     """(run, turn) -> the turn's recorded output, read ahead by a resumed run's begin."""
     recorded_upto: dict[int, int] = field(default_factory=dict)
     """run -> its last turn recorded when this execution's begin read them (-1: none)."""
@@ -61,7 +62,7 @@ def replay_likely() -> bool:
     return cell is not None and cell.resumed and not cell.ran
 
 
-def read_ahead(run_seq: int, turns: dict[int, dict[str, Any]]) -> None:
+def read_ahead(run_seq: int, turns: dict[int, TurnRecord]) -> None:
     """The turns of run ``run_seq`` an earlier execution recorded, read by this one's
     begin: the model turn replays them without reading each (``recorded_turn``). Only the
     owning execution records a turn, and this one owns the workflow, so the set is final
@@ -81,7 +82,7 @@ def turn_is_new(run_seq: int, turn: int) -> bool:
     return cell is not None and turn > cell.recorded_upto.get(run_seq, turn)
 
 
-def recorded_turn(run_seq: int, turn: int) -> dict[str, Any] | None:
+def recorded_turn(run_seq: int, turn: int) -> TurnRecord | None:
     """A turn's output read ahead (``read_ahead``), once; None: read it as usual."""
     cell = _current.get()
     return None if cell is None else cell.turns.pop((run_seq, turn), None)

@@ -1,12 +1,12 @@
 """The session workflow (``dbos_agents.session.v4``): the agent loop as a DBOS workflow.
 
 Per turn: the model turn (which records the previous turn's tool results and its own turn
-in one transaction, and replays from those rows) -> the server tools, concurrently, each
-an attempt that records its own result row and replays from it (``steps.tool_op``). The
-body is deterministic: it reads no clock, no
-randomness and no environment, and all I/O is in steps or replays from our own rows (one
-exception, ``waits``: a wait's timeout is its deadline less the clock, which only the
-``recv``'s first execution reads; DBOS records the end it fixes).
+in one transaction, and replays from those rows) -> the turn's calls by kind (``calls``):
+server tools concurrently, each an attempt that records its own result row and replays
+from it. The body is deterministic: it reads no clock, no randomness and no environment,
+and all I/O is in steps or replays from our own rows (one exception, ``calls.waiting``: a
+wait's timeout is its deadline less the clock, which only the ``recv``'s first execution
+reads; DBOS records the end it fixes).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS
@@ -24,18 +23,15 @@ from .. import _dbos
 from ..agent import Agent
 from ..errors import ModelError, UnknownAgentError
 from ..ids import INBOX_TOPIC, WORKFLOW_NAME
-from ..messages import Message, ModelResponse, ToolCall, Usage
+from ..messages import JSONValue, Message, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
-from ..results import ToolResult
 from ..store.runs import run_key
-from . import drain, execution, outcomes, parking, run_bounds
+from . import drain, execution, outcomes, run_bounds
+from .calls import TIMEOUT_KIND, CallResult, Plan, RunInterrupted, Turn, plan
 from .context import get_context
 from .crashpoints import crash_point
-from .kinds import Turn, plan
-from .model_step import model_turn
-from .steps import RunInterrupted
-from .waits import TIMEOUT_KIND
+from .turn import model_turn
 
 log = logging.getLogger("dbos_agents")
 
@@ -68,19 +64,16 @@ def _tool_specs(agent: Agent) -> list[ToolSpec]:
     return hit[1]
 
 
-async def _run_tools(
-    spec: RunSpec, agent: Agent, calls: list[ToolCall], deadlines: dict[str, float]
-) -> list[ToolResult]:
-    """Run one turn's calls by kind (see ``kinds``); the model turn opened their waits and
-    recorded their ``deadlines``. Concurrent kinds run beside one sequence of the others,
-    which alone draws DBOS operation ids, so every id is the same on replay."""
-    results, planned = plan(agent, calls)
-    turn = Turn(spec, agent, deadlines)
-    concurrent = [p for p in planned if p.kind.concurrent]
-    in_sequence = [p for p in planned if not p.kind.concurrent]
+async def _run_calls(turn: Turn, calls: list[ToolCall], turn_plan: Plan) -> list[CallResult]:
+    """Run one turn's calls by kind (see ``calls``): concurrent kinds beside one sequence
+    of the others, which alone draws DBOS operation ids, so every id is the same on
+    replay. Results come back in call order."""
+    results = {cid: CallResult(r) for cid, r in turn_plan.failed.items()}
+    concurrent = [p for p in turn_plan.planned if p.kind.concurrent]
+    in_sequence = [p for p in turn_plan.planned if not p.kind.concurrent]
     reserved = [await p.kind.prepare(turn, p) for p in concurrent]
 
-    async def sequence() -> list[ToolResult]:
+    async def sequence() -> list[CallResult]:
         prepared = [await p.kind.prepare(turn, p) for p in in_sequence]
         return [await p.kind.run(turn, p, x) for p, x in zip(in_sequence, prepared, strict=True)]
 
@@ -95,13 +88,14 @@ async def _run_tools(
         ran, waited = await asyncio.gather(asyncio.gather(*side), sequence())
         done = [*ran, *waited]
     for res in done:
-        results[res.tool_call_id] = res
+        results[res.result.tool_call_id] = res
     return [results[c.id] for c in calls]
 
 
 @DBOS.workflow(name=WORKFLOW_NAME)
-async def session_workflow(spec: RunSpec) -> dict[str, Any]:
-    """Run the agent loop for one user message; returns a ``RunOutcome`` as JSON.
+async def session_workflow(spec: RunSpec) -> dict[str, JSONValue]:
+    """Run the agent loop for one user message; returns a ``RunOutcome`` as JSON (DBOS
+    records it as the workflow's output).
 
     A persistent agent's workflow then waits on the ``inbox`` topic (up to ``idle_ttl``)
     and runs the next message in the same workflow; each run's outcome is recorded in
@@ -110,27 +104,15 @@ async def session_workflow(spec: RunSpec) -> dict[str, Any]:
     return await _session(spec)
 
 
-async def _finish(
-    spec: RunSpec,
-    outcome: RunOutcome,
-    open_inbox: bool = False,
-    results: list[dict[str, Any]] | None = None,
-) -> None:
-    """The run's end (``run_bounds.end``), its outcome recorded and announced with it;
-    then handed to waiters in this process, durable now."""
-    await run_bounds.end(get_context().ledger.ds.engine, spec, outcome, open_inbox, results)
-    crash_point("after_run_end")
-    outcomes.handover.resolve(run_key(spec["session_id"], spec["run_seq"]), outcome)
-
-
-async def _session(spec: RunSpec) -> dict[str, Any]:
+async def _session(spec: RunSpec) -> dict[str, JSONValue]:
     wf = DBOS.workflow_id
     # A claim's seed marks an execution that resumes a parked wait.
     resumed = wf is not None and _dbos.enter_workflow(wf)
     execution.begin_execution(resumed=resumed)
-    parking.enter_workflow()
+    ctx = get_context()
+    ctx.receiver.enter_workflow()
     try:
-        agent = get_context().agent(spec["agent"])
+        agent = ctx.agent(spec["agent"])
     except UnknownAgentError as exc:  # a client started an agent no worker knows
         failed = RunOutcome(
             session_id=spec["session_id"], run_seq=spec["run_seq"], status="failed", error=str(exc)
@@ -139,7 +121,7 @@ async def _session(spec: RunSpec) -> dict[str, Any]:
             await _finish(spec, failed)
         return failed.model_dump(mode="json")
     while True:
-        unrecorded: list[dict[str, Any]] = []
+        unrecorded: list[CallResult] = []
         try:
             outcome, unrecorded = await _run_once(spec, agent)
         except dbos_errors.DBOSException:
@@ -158,36 +140,47 @@ async def _session(spec: RunSpec) -> dict[str, Any]:
         wait_next = agent.persistent and outcome.status != "interrupted"
         # The end and the outcome's publication are one section for a drain: a run that
         # ended is never left PENDING by a deploy, for the next worker to replay.
-        published = outcome.model_dump(mode="json")
         async with drain.finishing(returns=not wait_next):
             await _finish(spec, outcome, wait_next, unrecorded)
         if not wait_next:
-            return published
-        # Idle between runs: a root session's inbox wait parks like a client tool's
-        # (``parking``), its deadline the timeout DBOS recorded for this recv.
-        message = await get_context().parker.recv(
-            spec, INBOX_TOPIC, agent.idle_ttl.total_seconds(), None
-        )
+            return outcome.model_dump(mode="json")
+        # Idle between runs: a root session's inbox wait parks like a client tool's, its
+        # deadline the timeout DBOS recorded for this recv.
+        message = await ctx.receiver.recv(spec, INBOX_TOPIC, agent.idle_ttl.total_seconds(), None)
         if message is None:
-            if await get_context().ledger.close_inbox(spec["session_id"], spec["run_seq"]):
-                return published
+            if await ctx.ledger.close_inbox(spec["session_id"], spec["run_seq"]):
+                return outcome.model_dump(mode="json")
             message = await DBOS.recv_async(INBOX_TOPIC, timeout_seconds=60)
             if message is None:  # cannot happen: the send committed with the run_seq bump
-                return published
+                return outcome.model_dump(mode="json")
+        assert isinstance(message, dict)
         spec = RunSpec(**{**spec, "run_seq": message["run_seq"], "message": message["message"]})
 
 
-async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[str, Any]]]:
+async def _finish(
+    spec: RunSpec,
+    outcome: RunOutcome,
+    open_inbox: bool = False,
+    results: list[CallResult] | None = None,
+) -> None:
+    """The run's end (``run_bounds.end``), its outcome recorded and announced with it;
+    then handed to waiters in this process, durable now."""
+    await run_bounds.end(get_context().ledger.ds.engine, spec, outcome, open_inbox, results)
+    crash_point("after_run_end")
+    outcomes.handover.resolve(run_key(spec["session_id"], spec["run_seq"]), outcome)
+
+
+async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[CallResult]]:
     """One run: the loop of turns caused by one user message. Returns its outcome and the
-    results of its last turn of tools if no model turn recorded them (the run stopped at
+    results of its last turn of calls if no model turn recorded them (the run stopped at
     ``max_turns``, the budget or a model failure); the run's end records those."""
     begun = await run_bounds.begin(get_context().ledger.ds.engine, spec)
-    if not begun["began"]:  # interrupted (or overtaken) before it began: do nothing more
+    if not begun.began:  # interrupted (or overtaken) before it began: do nothing more
         out = RunOutcome(
             session_id=spec["session_id"], run_seq=spec["run_seq"], status="interrupted"
         )
         return out, []
-    messages = [Message.model_validate(m) for m in begun["messages"]]
+    messages = begun.messages
     del begun  # this frame stays alive while the run waits: keep only what it needs
     used_ids = {c.id for m in messages for c in m.tool_calls}
     prior_turns = sum(1 for m in messages if m.role == "assistant")
@@ -203,7 +196,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
     status: RunStatus = "completed"
     output: str | None = None
     error: str | None = None
-    unrecorded: list[dict[str, Any]] = []  # the last tool results, until a model step records them
+    unrecorded: list[CallResult] = []  # the last results, until a model turn records them
     while True:
         if turns >= agent.max_turns:
             status = "max_turns"
@@ -212,21 +205,16 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
             status = "budget_exhausted"
             break
         turn_no = prior_turns + turns + 1
+        request = ModelRequest(
+            agent=agent.name,
+            instructions=agent.instructions,
+            messages=messages,
+            tools=tools,
+            settings=agent.model_settings,
+        )
         try:
-            step_out = await model_turn(
-                spec,
-                turn_no,
-                ModelRequest(
-                    agent=agent.name,
-                    instructions=agent.instructions,
-                    messages=messages,
-                    tools=tools,
-                    settings=agent.model_settings,
-                ),
-                unrecorded,
-                sorted(used_ids),
-                namespace,
-                late_possible,
+            turned = await model_turn(
+                spec, agent, turn_no, request, unrecorded, used_ids, namespace, late_possible
             )
         except ModelError as exc:
             status, error = "failed", str(exc)
@@ -241,10 +229,9 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
             break
         crash_point("after_model_step")
         unrecorded = []
-        response = ModelResponse.model_validate(step_out["response"])
-        messages.extend(Message.model_validate(n) for n in step_out.get("notices", []))
-        deadlines: dict[str, float] = step_out.get("deadlines", {})
-        del step_out
+        record = turned.record
+        response = record.response
+        messages.extend(record.notices)
         turns += 1
         usage = usage + response.usage
         calls = response.tool_calls
@@ -253,19 +240,26 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[dict[
         if not calls:
             output = response.text
             break
-        del response
+        turn = Turn(spec, agent, record.deadlines, session_workflow)
+        turn_plan = turned.plan or plan(agent, calls)
+        del turned, record, response
         try:
-            results = await _run_tools(spec, agent, calls, deadlines)
+            results = await _run_calls(turn, calls, turn_plan)
         except RunInterrupted:
             status = "interrupted"
             break
         crash_point("after_tool_steps")
         late_possible = late_possible or any(
-            r.error is not None and r.error.kind == TIMEOUT_KIND for r in results
+            r.result.error is not None and r.result.error.kind == TIMEOUT_KIND for r in results
         )
-        unrecorded = [r.model_dump(mode="json") for r in results]
+        unrecorded = results
         messages.extend(
-            Message(role="tool", content=r.content(), tool_call_id=r.tool_call_id, name=r.tool)
+            Message(
+                role="tool",
+                content=r.result.content(),
+                tool_call_id=r.result.tool_call_id,
+                name=r.result.tool,
+            )
             for r in results
         )
     outcome = RunOutcome(

@@ -22,7 +22,7 @@ import psycopg
 
 from .. import _dbos
 from ..ids import START_CHANNEL
-from . import drain
+from ..loop import drain
 
 log = logging.getLogger("dbos_agents")
 

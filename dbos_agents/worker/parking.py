@@ -37,8 +37,8 @@ from typing import Any
 from dbos import DBOS
 
 from .. import _dbos
+from ..loop import drain
 from ..outcome import RunSpec
-from . import drain
 
 log = logging.getLogger("dbos_agents")
 
@@ -54,12 +54,6 @@ RETRY_SEC = 1.0
 """A resume that failed (database away) is tried again after this long."""
 RESUME_BATCH = 100
 """Waits due at once are claimed together, this many per statement."""
-
-
-def enter_workflow() -> None:
-    """Called as a session workflow begins: its task is the one a wait may cancel."""
-    task = asyncio.current_task()
-    _root_task.set(None if task is None else weakref.ref(task))
 
 
 class _DropParkingWarning(logging.Filter):
@@ -108,7 +102,8 @@ class _Parked:
 
 
 class Parker:
-    """Parks long waits of this worker and resumes them (one thread for the resumes)."""
+    """Parks long waits of this worker and resumes them (one thread for the resumes); the
+    workflow's ``Receiver`` (``loop.context``)."""
 
     def __init__(self, park_after_sec: float | None, tick_sec: float = 0.25) -> None:
         self.park_after_sec = park_after_sec
@@ -149,9 +144,14 @@ class Parker:
         for wf, p in parked.items():
             _dbos.park_remove_waiter(wf, p.topic, p.wake)
 
+    def enter_workflow(self) -> None:
+        """Called as a session workflow begins: its task is the one a wait may cancel."""
+        task = asyncio.current_task()
+        _root_task.set(None if task is None else weakref.ref(task))
+
     async def recv(
         self, spec: RunSpec, topic: str, timeout_seconds: float, deadline: float | None
-    ) -> Any:
+    ) -> object:
         """``DBOS.recv_async(topic, timeout_seconds)`` for the run ``spec``; parks after
         ``park_after_sec`` when ``spec`` is a root session's and the wait runs in its
         workflow's own task. ``deadline`` (epoch seconds) is when the wait times out, and a

@@ -1,5 +1,5 @@
-"""A run's begin and end from ``session.v3``: plain transactions on the driver that replay
-from our own rows, instead of datasource transactions with a DBOS checkpoint each.
+"""A run's begin and end: plain transactions on the driver that replay from our own rows
+(no DBOS checkpoint of their own).
 
 **Begin** marks the run running (fenced on ``run_seq``), answers calls an interrupted run
 left open, delivers late answers, appends the user message and returns the transcript. Its
@@ -31,11 +31,18 @@ from ..messages import Message
 from ..outcome import RunOutcome, RunSpec
 from ..store import calls, pending, pg, runs, sessions, transcript
 from . import drain, execution
-from .ledger import BeginResult, dangling_results, late_notices, result_stmts
+from .ledger import (
+    BeginResult,
+    CallResult,
+    TurnRecord,
+    dangling_results,
+    late_notices,
+    result_stmts,
+)
 
 
 async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
-    """``Ledger.begin_run`` without a checkpoint (see the module doc)."""
+    """The run's begin (see the module doc)."""
     sid = spec["session_id"]
     workflow_id = DBOS.workflow_id or run_workflow_id(sid, spec["run_seq"])
 
@@ -49,7 +56,9 @@ async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
             turns = await batch.send(transcript.recorded_turns_stmt(spec))
             (state,) = await state_cur.fetchall()
             rows = await read.fetchall()
-            recorded = {r.turn: dict(r.response) for r in await turns.fetchall()}
+            recorded = {
+                r.turn: TurnRecord.model_validate(r.response) for r in await turns.fetchall()
+            }
         if state.user_seq is None:
             return None
         execution.read_ahead(spec["run_seq"], recorded)  # its turns replay without a read
@@ -83,8 +92,7 @@ async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
             await batch.send_all(transcript.append_stmt(spec, None, m) for m in [*notices, user])
             read = await batch.send(transcript.read_stmt(sid))
             await batch.send(("COMMIT", {}))
-            msgs = transcript.to_messages(await read.fetchall())
-            return BeginResult(began=began, messages=[m.model_dump(mode="json") for m in msgs])
+            return BeginResult(began, transcript.to_messages(await read.fetchall()))
 
     async with drain.step():  # like every write of the workflow: not during a drain
         return await calls.retry_transient("begin run", write)
@@ -95,7 +103,7 @@ def _replay_result(state: Any, rows: list[Any]) -> BeginResult:
     execution read it; not begun if the session was interrupted before the run's turn."""
     return BeginResult(
         began=state.status != "interrupted" or bool(state.turned),
-        messages=[m.model_dump(mode="json") for m in transcript.to_messages(rows)],
+        messages=transcript.to_messages(rows),
     )
 
 
@@ -104,7 +112,7 @@ async def end(
     spec: RunSpec,
     outcome: RunOutcome,
     open_inbox: bool = False,
-    results: list[dict[str, Any]] | None = None,
+    results: list[CallResult] | None = None,
 ) -> None:
     """The run's end (see the module doc), its outcome recorded and announced with it
     (``store.runs``)."""
@@ -122,13 +130,12 @@ async def end(
             return
         async with pg.transaction(engine) as batch:
             cur = await batch.send(sessions.run_seq_stmt(sid))
-            ids = [r["tool_call_id"] for r in results]
+            ids = [r.result.tool_call_id for r in results]
             answered = await batch.send(transcript.answered_stmt(sid, ids))
             if [r.run_seq for r in await cur.fetchall()] == [run]:
                 done = {r.tool_call_id for r in await answered.fetchall()}
-                await batch.send_all(
-                    result_stmts(spec, [r for r in results if r["tool_call_id"] not in done])
-                )
+                unanswered = [r for r in results if r.result.tool_call_id not in done]
+                await batch.send_all(result_stmts(spec, unanswered))
             await batch.send_all(tail)
 
     async with drain.step():

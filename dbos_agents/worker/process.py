@@ -18,8 +18,8 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable
 
-from .errors import ConfigurationError
-from .imports import import_object
+from ..errors import ConfigurationError
+from ..imports import import_object
 from .runtime import AgentRuntime
 
 log = logging.getLogger("dbos_agents")

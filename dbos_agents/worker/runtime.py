@@ -5,12 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
-from dbos import DBOS, AsyncSQLAlchemyDatasource, DBOSClient, DBOSConfig, WorkflowHandleAsync
-from sqlalchemy.ext.asyncio import AsyncEngine
+from dbos import DBOS, AsyncSQLAlchemyDatasource, DBOSClient, DBOSConfig
 
 from .. import _dbos
 from ..agent import Agent
@@ -20,85 +18,23 @@ from ..errors import (
     SessionNotFoundError,
     UnknownAgentError,
 )
+from ..loop import drain
+from ..loop import workflow as _workflow  # noqa: F401  (registers the session workflow)
+from ..loop.context import LoopContext, set_context
+from ..loop.ledger import Ledger
 from ..models.base import Model
-from ..outcome import RunOutcome, RunSpec, SessionInfo
+from ..outcome import RunSpec
 from ..settings import CLIENT_POOL_SIZE, SYNC_MAX_OVERFLOW, SYNC_POOL_SIZE, Settings
 from ..store import pending, pg, queries, runs
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
 from ..store.listen import Listener
 from ..store.migrate import SCHEMA, migrate
-from ..store.runs import run_key
-from . import drain, outcomes
-from . import workflow as _workflow  # noqa: F401  (registers the session workflow)
-from .context import WorkerContext, set_context
-from .ledger import Ledger
+from .handle import Outcomes, SessionHandle
 from .parking import Parker
 from .presence import ListenerWatch, Presence, presence_engine
 from .starts import StartWatch
 
 log = logging.getLogger("dbos_agents")
-
-
-async def _ended_without_outcome(
-    session_id: str, run_seq: int, workflow_id: str, persistent: bool
-) -> RunOutcome | None:
-    """The outcome of a run whose workflow ended without recording one: cancelled by an
-    interrupt while it waited, out of recovery attempts, or finished by a release that
-    kept outcomes elsewhere. None while the workflow may still record it."""
-    status = await DBOS.get_workflow_status_async(workflow_id)
-    if status is None or status.status in ("PENDING", "ENQUEUED"):
-        return None
-    if status.status == "SUCCESS" and not persistent:
-        handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(workflow_id)
-        return RunOutcome.model_validate(await handle.get_result())
-    interrupted = status.status == "CANCELLED"
-    return RunOutcome(
-        session_id=session_id,
-        run_seq=run_seq,
-        status="interrupted" if interrupted else "failed",
-        error=None if interrupted else f"the run's workflow ended as {status.status}",
-    )
-
-
-class SessionHandle:
-    """A started run of a session: await its outcome, read its status and transcript."""
-
-    def __init__(
-        self,
-        session_id: str,
-        workflow_id: str,
-        engine: sa.Engine,
-        get_result: Callable[[str], Awaitable[RunOutcome]],
-    ) -> None:
-        self.session_id = session_id
-        self.workflow_id = workflow_id
-        self._engine = engine
-        self._get_result = get_result
-
-    def __repr__(self) -> str:
-        return f"SessionHandle({self.session_id!r}, workflow_id={self.workflow_id!r})"
-
-    async def result(self) -> RunOutcome:
-        """Wait for this run to end and return how it ended."""
-        return await self._get_result(self.workflow_id)
-
-    async def status(self) -> SessionInfo:
-        info = await asyncio.to_thread(queries.get_session, self._engine, self.session_id)
-        if info is None:
-            raise SessionNotFoundError(self.session_id)
-        return info
-
-    async def history(self) -> list[queries.HistoryEntry]:
-        return await asyncio.to_thread(queries.history, self._engine, self.session_id)
-
-    async def tool_calls(self) -> list[queries.ToolCallRecord]:
-        return await asyncio.to_thread(queries.tool_calls, self._engine, self.session_id)
-
-
-LOCAL_RESULT_GRACE_SEC = 1.0
-"""How long ``result()`` of a run this worker's own start claimed waits for the outcome
-handed over in process before it also reads the database; after it, a run that was
-re-enqueued for another worker, or is simply long, is waited for as any other."""
 
 
 class AgentRuntime:
@@ -137,7 +73,7 @@ class AgentRuntime:
         self._start_watch: StartWatch | None = None
         self._parker: Parker | None = None
         self._runs: Listener | None = None
-        self._datasource: AsyncEngine | None = None
+        self._outcomes: Outcomes | None = None
 
     @property
     def database_url(self) -> str:
@@ -199,7 +135,7 @@ class AgentRuntime:
         pg.keep_on(asyncio.get_running_loop())  # where the workflows run (``store/pg``)
         # Parking needs the fast paths (``_dbos``): without them every wait stays in memory.
         self._parker = Parker(s.park_after() if _dbos.fast_paths() else None)
-        set_context(WorkerContext(self.agents, self.model, s, Ledger(ds), self._parker))
+        set_context(LoopContext(self.agents, self.model, s, Ledger(ds), self._parker))
         _dbos.before_launch()
         DBOS.launch()
         _dbos.after_launch()
@@ -216,11 +152,11 @@ class AgentRuntime:
             system_database_pool_size=CLIENT_POOL_SIZE,
         )
         self._engine = engine
-        self._datasource = ds.engine
         self._runs = Listener(
             libpq_url(url), runs.CHANNEL, connect_timeout_sec=s.connect_timeout_sec
         )
         self._runs.start()
+        self._outcomes = Outcomes(ds.engine, self._runs, s.result_recheck_sec)
         if _dbos.fast_paths():  # stock DBOS: its own per-waiter re-checks and queue poll
             self._listen_watch = ListenerWatch(recheck_sec=s.wake_recheck_interval_sec)
             self._listen_watch.start()
@@ -309,65 +245,21 @@ class AgentRuntime:
         runs_here: bool = False,
     ) -> SessionHandle:
         engine, _ = self._require()
-
-        async def get_result(wf: str) -> RunOutcome:
-            # A run executing in this process hands its outcome over directly; any other
-            # is announced by a NOTIFY as its row commits (``store.runs``).
-            key = run_key(session_id, run_seq)
-            local = outcomes.handover.waiter(key)
-            try:
-                if runs_here:  # claimed by this start: its outcome is handed over here
-                    await asyncio.wait({local}, timeout=LOCAL_RESULT_GRACE_SEC)
-                    if local.done():
-                        return local.result()
-                return await self._await_outcome(session_id, run_seq, wf, persistent, local)
-            finally:
-                outcomes.handover.discard(key, local)
-
-        return SessionHandle(session_id, workflow_id, engine, get_result)
-
-    async def _await_outcome(
-        self,
-        session_id: str,
-        run_seq: int,
-        workflow_id: str,
-        persistent: bool,
-        local: asyncio.Future[RunOutcome],
-    ) -> RunOutcome:
-        """The run's recorded outcome, read when its NOTIFY (or a reconnect of the
-        listener) says to look, and by a slow safety net that also asks DBOS whether the
-        workflow ended without one (cancelled while it waited; gave up recovering)."""
-        assert self._runs is not None and self._datasource is not None
-        key = run_key(session_id, run_seq)
-        recheck = self.settings.result_recheck_sec
-        while True:
-            note = self._runs.waiter(key)  # before the read: an end after it wakes us
-            try:
-                async with pg.driver(self._datasource) as conn:
-                    rows = await pg.fetch(conn, runs.read_stmt(session_id, run_seq))
-                if rows:
-                    return runs.outcome_of(rows[0])
-                woken: set[asyncio.Future[Any]] = {local, note}
-                done, _ = await asyncio.wait(
-                    woken, timeout=recheck, return_when=asyncio.FIRST_COMPLETED
-                )
-                if local.done():
-                    return local.result()
-                if not done:
-                    ended = await _ended_without_outcome(
-                        session_id, run_seq, workflow_id, persistent
-                    )
-                    if ended is not None:
-                        return ended
-            finally:
-                self._runs.discard(key, note)
+        assert self._outcomes is not None
+        return SessionHandle(
+            session_id,
+            workflow_id,
+            run_seq,
+            engine=engine,
+            outcomes=self._outcomes,
+            persistent=persistent,
+            runs_here=runs_here,
+        )
 
     async def reap_tombstones(self) -> int:
         """Delete settled pending calls older than ``tombstone_retention_sec``."""
         engine, _ = self._require()
-        return await asyncio.to_thread(
-            pending.reap, engine, self.settings.tombstone_retention_sec
-        )
+        return await asyncio.to_thread(pending.reap, engine, self.settings.tombstone_retention_sec)
 
     @property
     def parked(self) -> int:
@@ -415,7 +307,7 @@ class AgentRuntime:
         self._listen_watch = self._start_watch = None
         if self._runs is not None:
             await asyncio.to_thread(self._runs.stop)
-            self._runs = None
+            self._runs = self._outcomes = None
         if self._parker is not None:  # parked sessions stay PENDING: the next launch recovers them
             await asyncio.to_thread(self._parker.stop)
             self._parker = None

@@ -1,0 +1,78 @@
+"""What the session workflow needs at run time, published by the worker that launched it.
+
+DBOS registers workflows by name at import, once per process, so the one launched
+``AgentRuntime`` of the process publishes its agents, model, settings, ledger and its
+``Receiver`` here. The workflow looks its agent up once per execution and passes the
+``Agent`` (and each call's ``Tool``) down from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from dbos import DBOS
+
+from ..agent import Agent
+from ..errors import RuntimeNotLaunchedError, UnknownAgentError
+from ..models.base import Model
+from ..outcome import RunSpec
+from ..settings import Settings
+from .ledger import Ledger
+
+
+class Receiver(Protocol):
+    """How the workflow waits for a message (``DBOS.recv``): the worker's may park a long
+    wait (``worker.parking``)."""
+
+    def enter_workflow(self) -> None:
+        """Called as a session workflow's execution begins, in its own task."""
+        ...
+
+    async def recv(
+        self, spec: RunSpec, topic: str, timeout_seconds: float, deadline: float | None
+    ) -> object:
+        """``DBOS.recv_async(topic, timeout_seconds)``; ``deadline`` (epoch seconds) is
+        when it times out, ``None``: the end DBOS recorded for it."""
+        ...
+
+
+class InMemory:
+    """A ``Receiver`` that never parks: every wait stays in memory."""
+
+    def enter_workflow(self) -> None:
+        pass
+
+    async def recv(
+        self, spec: RunSpec, topic: str, timeout_seconds: float, deadline: float | None
+    ) -> object:
+        return await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
+
+
+@dataclass(frozen=True)
+class LoopContext:
+    agents: dict[str, Agent]
+    model: Model
+    settings: Settings
+    ledger: Ledger
+    receiver: Receiver = field(default_factory=InMemory)
+
+    def agent(self, name: str) -> Agent:
+        try:
+            return self.agents[name]
+        except KeyError:
+            raise UnknownAgentError(name, list(self.agents)) from None
+
+
+_current: LoopContext | None = None
+
+
+def set_context(ctx: LoopContext | None) -> None:
+    global _current
+    _current = ctx
+
+
+def get_context() -> LoopContext:
+    if _current is None:
+        raise RuntimeNotLaunchedError("no AgentRuntime has been launched in this process")
+    return _current

@@ -1,0 +1,115 @@
+"""The package's layers (shared/DESIGN.md section 2), checked on its import graph: no
+cycle, and every import goes to the importer's own layer or one below it. Imports under
+``if TYPE_CHECKING:`` are for annotations only and do not count."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+PKG = pathlib.Path(__file__).resolve().parents[2] / "dbos_agents"
+
+DEFINITIONS = "definitions"
+LAYER_OF_PACKAGE = {"_dbos": "_dbos", "store": "store", "loop": "loop", "worker": "worker",
+                    "client": "client", "server": "server", "cli": "cli", "testing": "testing",
+                    "models": DEFINITIONS, "examples": "examples"}  # fmt: skip
+TOP_MODULES = {"demo": "cli"}
+"""Top-level modules outside the definitions layer (``dbos-agents demo``)."""
+
+BELOW = {
+    DEFINITIONS: set(),
+    "_dbos": {DEFINITIONS},
+    "store": {DEFINITIONS, "_dbos"},
+    "loop": {DEFINITIONS, "_dbos", "store"},
+    "worker": {DEFINITIONS, "_dbos", "store", "loop"},
+    "client": {DEFINITIONS, "_dbos", "store"},
+    "server": {DEFINITIONS, "_dbos", "store", "client"},
+    "testing": {DEFINITIONS, "_dbos", "store", "client", "loop"},
+    "cli": {DEFINITIONS, "_dbos", "store", "client", "worker", "server", "testing", "examples"},
+    "examples": {DEFINITIONS, "client", "worker", "testing"},
+}
+"""What each layer may import besides itself: the client never imports the loop or the
+worker; only the worker and testing (its crash points) import the loop."""
+
+
+def _module(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return DEFINITIONS  # the package's own __init__: the public surface
+    if parts[1] in LAYER_OF_PACKAGE:
+        return LAYER_OF_PACKAGE[parts[1]]
+    return TOP_MODULES.get(parts[1], DEFINITIONS)
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(sub)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test)
+        for sub in ast.walk(node)
+    }
+    mod = _module(path)
+    package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("dbos_agents")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("dbos_agents"):
+                found |= {f"{target}.{a.name}" for a in node.names} | {target}
+    return found
+
+
+MODULES = {_module(p): p for p in PKG.rglob("*.py")}
+GRAPH = {
+    m: {t for t in _imports(p) if t in MODULES and t != m and not m.startswith(t + ".")}
+    for m, p in MODULES.items()
+}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_go_to_the_same_layer_or_below(module: str) -> None:
+    mine = layer(module)
+    upward = sorted(t for t in GRAPH[module] if layer(t) not in {mine} | BELOW[mine])
+    assert upward == [], f"{module} ({mine}) imports {[(t, layer(t)) for t in upward]}"
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        path.append(m)
+        for t in sorted(GRAPH[m]):
+            if state.get(t) == 1:
+                raise AssertionError(" -> ".join([*path[path.index(t) :], t]))
+            if t not in state:
+                visit(t)
+        path.pop()
+        state[m] = 2
+
+    for m in sorted(GRAPH):
+        if m not in state:
+            visit(m)
+
+
+def test_the_check_sees_an_upward_import() -> None:
+    """The layer rule can fail: the store importing the loop would be refused."""
+    assert "loop" not in BELOW["store"] and layer("dbos_agents.loop.turn") == "loop"
+    assert layer("dbos_agents.store.calls") == "store" and layer("dbos_agents.agent") == DEFINITIONS
