@@ -50,7 +50,7 @@ class ClientTool:
 
     @functools.cached_property
     def input_schema(self) -> dict[str, JSONValue]:
-        """Built once: every model step sends it (read-only)."""
+        """Built once: every model turn sends it (read-only)."""
         return self.input.model_json_schema()
 
     @functools.cached_property

@@ -174,7 +174,7 @@ class Tool(Generic[P, R]):
 
     @functools.cached_property
     def input_schema(self) -> dict[str, JSONValue]:
-        """The arguments' JSON schema, built once: every model step sends it (read-only)."""
+        """The arguments' JSON schema, built once: every model turn sends it (read-only)."""
         return self._sig.args_model.model_json_schema()
 
     @property

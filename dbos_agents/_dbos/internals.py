@@ -20,7 +20,7 @@ DBOS upgrade moves or renames one, so an upgrade is a one-file review.
 - ``dequeue_now``: one pass of DBOS's queue claim, run when a start is announced, so a
   new run does not wait for the queue thread's next poll (DBOS has no wake-up for it).
 - ``outside_workflow``: run a server tool's handler with DBOS's context variable cleared
-  (``dbos._context._dbos_context_var``): a ``session.v2`` tool call is not a DBOS step, and
+  (``dbos._context._dbos_context_var``): a server tool call is not a DBOS step, and
   DBOS calls made by a handler must not become operations of the workflow.
 """
 

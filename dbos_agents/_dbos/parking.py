@@ -1,4 +1,4 @@
-"""The DBOS internals that parking a wait uses (``runtime/parking.py``), beside
+"""The DBOS internals that parking a wait uses (``worker/parking.py``), beside
 ``internals`` (behaviour: ``tests/integration/test_parking.py``).
 
 Private names used: ``SystemDatabase._waiter`` (a waiter's key in the map and its

@@ -18,13 +18,13 @@ import threading
 from typing import Final, Literal
 
 CrashPoint = Literal[
-    "model_answered",  # in the model step: the provider answered, the turn is not recorded
-    "model_call",  # in the model step: the turn is recorded, the step not checkpointed
-    "after_model_step",  # model step checkpointed (its turn and the previous results recorded)
+    "model_answered",  # in the model turn: the provider answered, the turn is not recorded
+    "model_call",  # in the model turn: the turn is recorded, the turn not yet returned
+    "after_model_step",  # the model turn returned (its turn and the previous results recorded)
     "after_dispatch_mark",  # ledger 'dispatched' committed, before the handler runs
     "after_handler",  # handler returned, before its result row commits
     "after_tool_result",  # result row committed, before the tool step's checkpoint
-    "after_tool_steps",  # every tool step checkpointed, before the next model step
+    "after_tool_steps",  # every call of the turn done, before the next model turn
     "after_run_end",  # the run's end committed, its outcome not yet published
 ]
 CRASH_POINTS: Final[tuple[str, ...]] = CrashPoint.__args__  # type: ignore[attr-defined]

@@ -3,7 +3,7 @@
 - Tools are sent as function tools with ``parallel_tool_calls=True``; tool-call arguments come
   back as the raw text the model produced, malformed or not (the runtime turns bad JSON into
   an invalid-arguments result the model reads).
-- The SDK's own retries are off (``max_retries=0``): retries belong to the durable model step,
+- The SDK's own retries are off (``max_retries=0``): retries belong to the durable model turn,
   which retries ``TransientModelError`` (429, 408, 409, 5xx, timeouts, connection failures)
   with backoff; every other provider failure is a ``ModelError``, and so is a 429 whose code
   is ``insufficient_quota`` (an exhausted billing quota does not come back by waiting).

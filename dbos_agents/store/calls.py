@@ -218,13 +218,13 @@ SELECT (SELECT got FROM lk) AS got, (SELECT ok FROM live) AS live, upd.prior_sta
 FROM (SELECT 1) AS one LEFT JOIN upd ON true
 """
 """One round trip: take the call's lock if free (else change nothing) and mark the attempt;
-with a ``run`` (``session.v2``), only while that run is the session's running one."""
+with a ``run``, only while that run is the session's running one."""
 
 _RECORDED = f"SELECT result FROM {S}.tool_calls WHERE session_id = :s AND tool_call_id = :id"
 
 
 def recorded_stmt(session_id: str, tool_call_id: str) -> Stmt:
-    """The call's committed result, if any (the replay of a ``session.v2`` tool call)."""
+    """The call's committed result, if any (the replay of a server tool call)."""
     return (_RECORDED, {"s": session_id, "id": tool_call_id})
 
 

@@ -126,7 +126,7 @@ def record_usage_stmt(
 
 def turn_state_stmt(spec: RunSpec, turn: int) -> Stmt:
     """The recorded output of a turn (if any) and the owner's unseen late answers, in one
-    statement (the model step's only read); parse its row with ``turn_state``."""
+    statement (the model turn's only read); parse its row with ``turn_state``."""
     return (
         f"SELECT (SELECT response FROM {S}.usage WHERE session_id = :s AND run_seq = :run"
         " AND turn = :turn) AS recorded, (SELECT coalesce(json_agg(json_build_object("

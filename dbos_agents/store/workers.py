@@ -3,7 +3,7 @@
 DBOS recovers at launch only the workflows of the launching executor id. A worker that
 dies and never comes back (scale-down, a lost host) would strand its sessions, so live
 workers adopt it. Adopting a *live* worker would run its in-flight steps twice, so silence
-is judged only by what the adopter itself watched (``runtime/presence.py``): a peer's
+is judged only by what the adopter itself watched (``worker/presence.py``): a peer's
 ``beat`` counter that did not move while the adopter stayed connected. The claim is one
 conditional UPDATE on the exact row version seen (``beat`` and ``instance_id``): one winner,
 and a heartbeat that lands first beats the claim. Each worker process has its own
