@@ -17,6 +17,9 @@ DBOS would recover leftover workflows of an earlier run and measure those too:
    enough that one run's order and noise decide which is faster.
 3. bench/submit_latency.py --json --concurrent 0: sequential client-tool submit -> resume
    latency against a raw DBOS ``recv`` woken by ``send``, interleaved in one process.
+4. bench/start_latency.py, bench/parked.py (twice: parking on and off), bench/recovery.py.
+5. bench/concurrency.py --json: N sessions at once on ours and the peers (each system in its
+   own process and database, alternated rounds), turns/s and CPU per turn.
 
 Every ratio in the report divides by a floor measured in the same run (on the same machine,
 at the same load), never by a number from another day: on a shared machine absolute
@@ -64,6 +67,7 @@ TURN_DB = "dbos_agents_bench_all_turns"
 SUBMIT_DB = "dbos_agents_bench_all_submit"
 START_DB = "dbos_agents_bench_all_start"
 PARKED_DB = "dbos_agents_bench_all_parked"
+CONC_DB_PREFIX = "dbos_agents_bench_all_conc"
 
 
 class BenchFailed(RuntimeError):
@@ -131,7 +135,7 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
             on_fresh_database(
                 server_url,
                 TURN_DB,
-                f"1/6 turn_overhead (round {i + 1}/{sizes.rounds})",
+                f"1/7 turn_overhead (round {i + 1}/{sizes.rounds})",
                 [
                     *(PY, "bench/turn_overhead.py", "--json"),
                     *("--sessions", str(sizes.sessions), "--turns", str(sizes.turns)),
@@ -142,7 +146,7 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
     def theirs(i: int) -> None:
         peer_rounds.append(
             run_json(
-                f"2/6 peers (round {i + 1}/{sizes.rounds})",
+                f"2/7 peers (round {i + 1}/{sizes.rounds})",
                 [
                     *(PY, "bench/peers/run.py", "--json", "--server-url", server_url),
                     *("--sessions", str(sizes.peer_sessions), "--turns", str(sizes.turns)),
@@ -161,7 +165,7 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
     submit = on_fresh_database(
         server_url,
         SUBMIT_DB,
-        "3/6 submit_latency",
+        "3/7 submit_latency",
         [
             *(PY, "bench/submit_latency.py", "--json", "--concurrent", "0"),
             *("--handle-samples", "0", "--sequential", str(sizes.sequential)),
@@ -171,7 +175,7 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
     starts = on_fresh_database(
         server_url,
         START_DB,
-        "4/6 start_latency",
+        "4/7 start_latency",
         [*(PY, "bench/start_latency.py", "--json", "--sessions", str(sizes.starts))],
     )
 
@@ -187,15 +191,27 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
             ],
         )
 
-    parked = parked_bench("5/6 parked")
-    in_memory = parked_bench("5b/6 parked, waits kept in memory", "--park-after", "never")
+    parked = parked_bench("5/7 parked")
+    in_memory = parked_bench("5b/7 parked, waits kept in memory", "--park-after", "never")
     recovery = run_json(
-        "6/6 recovery",
+        "6/7 recovery",
         [
             *(PY, "bench/recovery.py", "--json", "--private-cluster"),
             *("--sessions", str(sizes.recovery)),
         ],
         timeout=1800,
+    )[-1]
+    concurrency = run_json(
+        "7/7 concurrency",
+        [
+            *(PY, "bench/concurrency.py", "--json", "--database-url", server_url),
+            *("--sessions", ",".join(map(str, sizes.conc_sessions))),
+            *("--model-ms", ",".join(map(str, sizes.conc_model_ms))),
+            *("--turns", str(sizes.conc_turns), "--rounds", str(sizes.conc_rounds)),
+            *("--db-prefix", CONC_DB_PREFIX),
+            *(() if peers else ("--systems", "ours")),
+        ],
+        timeout=7200,
     )[-1]
     return {
         "turn_overhead": turn,
@@ -206,7 +222,12 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
         "parked": parked,
         "in_memory": in_memory,
         "recovery": recovery,
+        "concurrency": concurrency,
     }
+
+
+def int_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
 
 
 # ---------------------------------------------------------------------------- main
@@ -233,6 +254,16 @@ def main() -> None:
         ("rounds", "ms per turn: alternated rounds of ours and the peers"),
     ):
         p.add_argument(f"--{name}", type=int, help=f"{help_} (default: see Sizes)")
+    for name, help_ in (
+        ("conc-sessions", "concurrency: sessions at once, a list (50,200)"),
+        ("conc-model-ms", "concurrency: the model's sleep per call in ms, a list (50,1000)"),
+    ):
+        p.add_argument(f"--{name}", type=int_tuple, help=f"{help_} (default: see Sizes)")
+    for name, help_ in (
+        ("conc-turns", "concurrency: tool turns per session"),
+        ("conc-rounds", "concurrency: alternated rounds"),
+    ):
+        p.add_argument(f"--{name}", type=int, help=f"{help_} (default: see Sizes)")
     p.add_argument("--no-peers", action="store_true", help="skip bench/peers (no peers venv)")
     p.add_argument("--note", help="a note for the report, e.g. what else the machine was doing")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the markdown report to write")
@@ -254,7 +285,8 @@ def main() -> None:
             for k, v in asdict(base).items()
         }
     )
-    if min(asdict(sizes).values()) < 1:
+    flat = [x for v in asdict(sizes).values() for x in (v if isinstance(v, tuple) else (v,))]
+    if not sizes.conc_sessions or not sizes.conc_model_ms or min(flat) < 1:
         p.error("every size must be at least 1")
     out: Path = args.out.resolve()
     img_dir = out.parent / out.stem

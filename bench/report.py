@@ -26,7 +26,13 @@ from _lib.labels import (
 from _lib.stats import pct
 from _lib.tables import md_table as table
 from machine import pkg_version
-from sections import parked_section, parking_section, recovery_section, start_section
+from sections import (
+    concurrency_section,
+    parked_section,
+    parking_section,
+    recovery_section,
+    start_section,
+)
 from turns import TurnRow, floor_of, plot_submit, plot_turns, ratio, turn_rows
 
 
@@ -44,15 +50,21 @@ class Sizes:
     burst: int  # parked: submits at once
     recovery: int  # recovery: sessions in flight at the SIGKILL
     rounds: int  # turn_overhead and the peers, alternated this many times
+    conc_sessions: tuple[int, ...] = (200,)  # concurrency: sessions at once (ours also at 1)
+    conc_model_ms: tuple[int, ...] = (50, 1000)  # concurrency: the model's sleep per call
+    conc_turns: int = 10  # concurrency: tool turns per session
+    conc_rounds: int = 2  # concurrency: alternated rounds
 
 
 DEFAULT = Sizes(
     sessions=30, peer_sessions=30, turns=10, sequential=300, raw=100, starts=200,
     parked=2000, burst=1000, recovery=1000, rounds=3,
+    conc_sessions=(200,), conc_model_ms=(50, 1000), conc_turns=10, conc_rounds=2,
 )  # fmt: skip
 QUICK = Sizes(
     sessions=5, peer_sessions=3, turns=10, sequential=30, raw=10, starts=20,
     parked=200, burst=100, recovery=100, rounds=1,
+    conc_sessions=(5,), conc_model_ms=(20,), conc_turns=2, conc_rounds=1,
 )  # fmt: skip
 
 
@@ -125,6 +137,9 @@ def report(
     peer_versions: dict[str, str] = {}
     for r in results["peers"]:
         peer_versions.update(r["versions"])
+    for k, v in results.get("concurrency", {}).get("versions", {}).items():
+        if k not in versions:  # e.g. psycopg-pool, which only the concurrency peers load
+            peer_versions.setdefault(k, v)
 
     out = [
         "# Benchmarks",
@@ -168,7 +183,14 @@ def report(
         f"turn_overhead: {sizes.sessions} sessions per path; peers: {sizes.peer_sessions} sessions"
         f" per system, in {sizes.rounds} alternated round(s); both {sizes.turns} tool-calling turns + an answer per session, after one"
         f" warm-up session. submit_latency: {sizes.sequential} sequential sessions interleaved"
-        f" with {sizes.raw} raw recv/send iterations, after one warm-up of each.",
+        f" with {sizes.raw} raw recv/send iterations, after one warm-up of each."
+        + (
+            f" concurrency: {', '.join(map(str, sizes.conc_sessions))} sessions at once (ours"
+            f" also 1) x model {', '.join(map(str, sizes.conc_model_ms))} ms,"
+            f" {sizes.conc_turns} tool turns each, {sizes.conc_rounds} alternated round(s)."
+            if "concurrency" in results
+            else ""
+        ),
         "",
         "## ms per turn",
         "",
@@ -258,6 +280,7 @@ def report(
         *parked_section(results["parked"]["figures"]),
         *parking_section(results["parked"]["figures"], results["in_memory"]["figures"]),
         *recovery_section(results["recovery"]),
+        *concurrency_section(results.get("concurrency")),
         "## What each benchmark is",
         "",
         "- `bench/turn_overhead.py`: dbos-agents' durable loop (a model step that records the"
@@ -275,6 +298,10 @@ def report(
         " with the default `park_after_sec` and with `--park-after never`.",
         "- `bench/recovery.py`: SIGKILL a worker with sessions in flight on a private"
         " cluster, restart it, count duplicate effects.",
+        "- `bench/concurrency.py`: N sessions started at once on dbos-agents, LangGraph +"
+        " AsyncPostgresSaver and Pydantic AI + DBOS (each in its own process and database),"
+        " the model sleeping per call: turns/s, process and Postgres CPU per turn, session"
+        " times, transactions per turn.",
         "- `bench/http_submit.py` (HTTP submit throughput through `dbos-agents serve`) needs a"
         " worker and a server process and is run on its own.",
         "",

@@ -1,4 +1,4 @@
-"""Sections of docs/benchmarks.md for the start, parked and recovery benchmarks.
+"""Sections of docs/benchmarks.md for the start, parked, recovery and concurrency benchmarks.
 
 Kept apart from bench/all.py (which runs the benchmarks and writes the report) so each
 file stays readable; every function turns one benchmark's JSON into markdown lines.
@@ -11,6 +11,7 @@ from typing import Any
 from _lib.labels import START_ROWS
 from _lib.stats import pct_rounded as pct
 from _lib.tables import md_table as table
+from concurrency_report import HEADER, goal_rows, table_rows
 
 
 def met(ok: bool) -> str:
@@ -168,3 +169,52 @@ def recovery_section(r: dict[str, Any]) -> list[str]:
         f" {rec['worker_cpu_sec']:.0f} s of worker CPU for {n - done} sessions.",
         "",
     ]
+
+
+def concurrency_section(res: dict[str, Any] | None) -> list[str]:
+    """bench/concurrency.py: N sessions at once on ours and the peers; "not measured" for a
+    run that predates it (an older results.json)."""
+    out = ["## Concurrency", ""]
+    if res is None:
+        return [*out, "Not measured in this run (`python bench/concurrency.py`).", ""]
+    a = res["args"]
+    stm = res["statements"]
+    out += [
+        f"`bench/concurrency.py`: N sessions started at once, {a['turns']} turns each (a"
+        " side-effecting tool call per turn, then an answer), the scripted model sleeping the"
+        " given ms per call (`asyncio.sleep`). Each system runs in its own process on its own"
+        f" fresh database, one configuration at a time, in {a['rounds']} alternated round(s)"
+        " (ours first in odd rounds); figures are the medians of the rounds, session times"
+        " pooled over them. turns/s is tool turns / (first start -> last session end); CPU is"
+        " the system's process (all threads) over that window, PG CPU the Postgres backends"
+        " serving its database (sampled from /proc every 200 ms); xacts are"
+        " pg_stat_database's commits + rollbacks; new conns the connections opened during the"
+        ' window. Ours alone at 1 session is the baseline of "x 1 session". See'
+        " docs/bench-notes/concurrency.md.",
+        "",
+        table(HEADER, table_rows(res), right_from=1),
+        "",
+        table(("figure", "value", "goal", "met"), goal_rows(res["rows"])),
+        "",
+    ]
+    if not stm["available"]:
+        out += [f"Statements per turn: not measured ({stm['reason']}).", ""]
+        return out
+    top = max((r for r in res["rows"] if r.get("top_statements")), default=None,
+              key=lambda r: (r["sessions"], -r["model_ms"]))  # fmt: skip
+    if top is not None:
+        n, ms = top["sessions"], top["model_ms"]
+        body = [
+            (res["labels"].get(r["system"], r["system"]), f"`{s['query'][:100]}`",
+             str(s["calls"]), f"{s['total_ms']:.0f}")
+            for r in res["rows"]
+            if (r["sessions"], r["model_ms"]) == (n, ms) and r.get("top_statements")
+            for s in r["top_statements"][:5]
+        ]  # fmt: skip
+        out += [
+            f"Top statements by total time at {n} sessions, {ms:g} ms (pg_stat_statements):",
+            "",
+            table(("system", "statement", "calls", "total ms"), body, right_from=2),
+            "",
+        ]
+    return out

@@ -1,11 +1,14 @@
 """Worker subprocesses. A worker is a process of its own so that its RSS, threads, CPU and
 connections are read from /proc without the bench's client, and because DBOS is a process
 singleton. The two sides talk through the worker's stdout lines and signals: the worker
-prints a word when it is ready (or done), SIGUSR1 asks it for a dump, SIGTERM stops it."""
+prints a word when it is ready (or done), SIGUSR1 asks it for a dump, SIGTERM stops it; or,
+with ``stdin=subprocess.PIPE``, the parent ``send``s it lines (bench/concurrency.py's
+``GO``) and ``close_stdin`` lets it finish."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 import threading
@@ -27,8 +30,11 @@ class Child:
         env: dict[str, str] | None = None,
         stderr: IO[Any] | int | None = None,
         on_line: Callable[[str, float], None] | None = None,
+        stdin: int | None = None,
     ) -> None:
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
+        self.proc = subprocess.Popen(
+            cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env
+        )
         self.pid = self.proc.pid
         self.lines: list[str] = []
         self._on_line = on_line
@@ -60,6 +66,18 @@ class Child:
                 raise RuntimeError(f"worker did not say {word} (exit {self.proc.poll()})")
             self.lines.remove(line)
             return line
+
+    def send(self, line: str) -> None:
+        """Write one line to the child's stdin (made with ``stdin=subprocess.PIPE``)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def close_stdin(self) -> None:
+        """Close the child's stdin: it reads end-of-file."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                self.proc.stdin.close()
 
     def stop(self, timeout: float, sig: int = signal.SIGTERM) -> None:
         """Send ``sig`` (SIGTERM: drain and shut down), SIGKILL after ``timeout`` s."""

@@ -30,3 +30,10 @@ START_ROWS = [
     ("raw_result", "raw DBOS: last step -> get_result() returns", None),
 ]
 """bench/start_latency.py's rows: (sample key, label, CPU key or None)."""
+
+# bench/concurrency.py's systems: key (its --systems name) -> label
+CONCURRENCY_SYSTEMS = {
+    "ours": "dbos-agents (runtime.start -> result(), in the worker)",
+    "langgraph": "LangGraph + AsyncPostgresSaver (default durability, pool of 20)",
+    "pydantic_ai": "Pydantic AI + DBOS (capability, tool as step)",
+}

@@ -21,6 +21,12 @@ bench/turn_overhead.py does for dbos-agents.
     bench/peers/.venv/bin/python bench/peers/langgraph_pg.py --database-url URL
 
 Prints one JSON line per durability mode on stdout (see _common.emit).
+
+``--concurrent N --model-ms L`` is bench/concurrency.py's mode instead: the default
+durability only, the checkpointer on an ``AsyncConnectionPool`` (``max_size=20``, the
+connection settings LangGraph's docs give for a pool: one connection would serialize the N
+sessions on its lock), the scripted model sleeping L ms per call, and N ``ainvoke`` at once
+(see _common.burst).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import time
 import uuid
 from typing import Any
 
-from _common import emit, parse_args, versions
+from _common import burst, emit, parse_args, versions
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -41,12 +47,18 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Durability
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+POOL_MAX_SIZE = 20
+"""The concurrency mode's pool, as in LangGraph's docs (``max_size=20``)."""
 
 
 class ScriptedChat(BaseChatModel):
     """Calls ``charge`` once per turn for ``turns`` turns, then answers "done"."""
 
     turns: int = 10
+    sleep_ms: float = 0.0  # the concurrency mode's model latency (asyncio.sleep per call)
 
     @property
     def _llm_type(self) -> str:
@@ -83,6 +95,8 @@ class ScriptedChat(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         # Overridden so the async path does not hop to a thread like the default does.
+        if self.sleep_ms:
+            await asyncio.sleep(self.sleep_ms / 1000)
         return self._respond(messages)
 
 
@@ -156,8 +170,48 @@ async def run(url: str, sessions: int, turns: int) -> None:
         )
 
 
+PACKAGES = (
+    "langgraph",
+    "langgraph-checkpoint",
+    "langgraph-checkpoint-postgres",
+    "langchain-core",
+    "psycopg",
+    "psycopg-pool",
+)
+
+
+async def concurrent(url: str, sessions: int, turns: int, model_ms: float) -> None:
+    """bench/concurrency.py's child: one warm-up session, then ``sessions`` at once."""
+    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    pool = AsyncConnectionPool(url, max_size=POOL_MAX_SIZE, kwargs=kwargs, open=False)
+    async with pool:
+        saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+        await saver.setup()
+        model = ScriptedChat(turns=turns)
+        graph = build_graph(model, saver)
+        await timed_session(graph, "async", turns)  # warm-up, no model latency
+        model.sleep_ms = model_ms
+
+        async def one(i: int) -> int:
+            await timed_session(graph, "async", turns)
+            return turns
+
+        await burst(
+            sessions,
+            one,
+            measures=(
+                f"graph.ainvoke (default durability) x {sessions} at once, checkpointer on an"
+                f" AsyncConnectionPool(max_size={POOL_MAX_SIZE})"
+            ),
+            versions=versions(*PACKAGES),
+        )
+
+
 def main() -> None:
     args = parse_args(__doc__.split("\n\n")[0])
+    if args.concurrent:
+        asyncio.run(concurrent(args.database_url, args.concurrent, args.turns, args.model_ms))
+        return
     asyncio.run(run(args.database_url, args.sessions, args.turns))
 
 

@@ -18,6 +18,11 @@ so the ratio is against a floor measured in the same run.
     bench/peers/.venv/bin/python bench/peers/pydantic_ai_dbos.py --database-url URL
 
 Prints one JSON line per system on stdout (see _common.emit).
+
+``--concurrent N --model-ms L`` is bench/concurrency.py's mode instead (no floor): the same
+agent with an async model function that sleeps L ms per call (a plain ``def`` would run in
+an executor thread, as the mode above does), and N workflows started at once (see
+_common.burst).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import asyncio
 import logging
 import time
 
-from _common import emit, parse_args, versions
+from _common import burst, emit, parse_args, versions
 from dbos import DBOS, DBOSConfig
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.dbos import DBOSDurability
@@ -34,6 +39,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 TURNS = 10  # set from --turns before the first run
+SLEEP_S = 0.0  # the concurrency mode's model latency, set after its warm-up
 
 
 def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -51,18 +57,32 @@ async def charge(order_id: str, cents: int) -> dict[str, object]:
     return {"charged": cents, "order_id": order_id}
 
 
+async def respond_sleeping(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The concurrency mode's model: ``respond`` after an ``asyncio.sleep(SLEEP_S)``."""
+    if SLEEP_S:
+        await asyncio.sleep(SLEEP_S)
+    return respond(messages, info)
+
+
 agent = Agent(
     FunctionModel(respond, model_name="scripted"),
     name="peers_bench",
     tools=[charge],
     capabilities=[DBOSDurability()],
 )
+sleeping_agent = Agent(
+    FunctionModel(respond_sleeping, model_name="scripted"),
+    name="peers_bench_sleeping",
+    tools=[charge],
+    capabilities=[DBOSDurability()],
+)
+AGENT = [agent]  # the agent ``session`` runs; --concurrent swaps in sleeping_agent
 
 
 @DBOS.workflow(name="peers.pydantic_ai_session")
 async def session(prompt: str) -> tuple[str, int]:
     """One conversation: the whole agent run is this workflow's body."""
-    result = await agent.run(prompt)
+    result = await AGENT[0].run(prompt)
     return result.output, len(result.all_messages())
 
 
@@ -110,7 +130,7 @@ async def timed_floor() -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-async def run(url: str, sessions: int) -> None:
+def launch(url: str) -> None:
     config: DBOSConfig = {
         "name": "peers-pydantic-ai",
         "system_database_url": dbos_url(url),
@@ -119,6 +139,36 @@ async def run(url: str, sessions: int) -> None:
     }
     DBOS(config=config)
     DBOS.launch()
+
+
+async def concurrent(url: str, sessions: int, model_ms: float) -> None:
+    """bench/concurrency.py's child: one warm-up session, then ``sessions`` at once."""
+    global SLEEP_S
+    AGENT[0] = sleeping_agent
+    launch(url)
+    try:
+        await timed_session("warm-up")  # no model latency yet
+        SLEEP_S = model_ms / 1000
+
+        async def one(i: int) -> int:
+            await timed_session(f"go {i}")
+            return TURNS
+
+        await burst(
+            sessions,
+            one,
+            measures=(
+                f"DBOS.start_workflow_async(workflow running agent.run) x {sessions} at once"
+                " -> get_result()"
+            ),
+            versions=versions("pydantic-ai-slim", "dbos", "psycopg"),
+        )
+    finally:
+        DBOS.destroy()
+
+
+async def run(url: str, sessions: int) -> None:
+    launch(url)
     try:
         await timed_session("warm-up")
         await timed_floor()
@@ -157,6 +207,9 @@ def main() -> None:
     args = parse_args(__doc__.split("\n\n")[0])
     TURNS = args.turns
     logging.getLogger("dbos").setLevel(logging.ERROR)
+    if args.concurrent:
+        asyncio.run(concurrent(args.database_url, args.concurrent, args.model_ms))
+        return
     asyncio.run(run(args.database_url, args.sessions))
 
 

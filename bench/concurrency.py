@@ -1,0 +1,335 @@
+"""N sessions at once, T side-effecting tool turns each, on dbos-agents and its durable peers:
+turns/s, CPU per turn (the system's process and its Postgres backends), session times, and
+Postgres transactions (and statements) per turn.
+
+Each run is one system, one configuration (N sessions, a model sleeping L ms per call), in
+a process of its own on a database of its own, recreated for the run: bench/concurrency_ours.py
+(an AgentRuntime that starts its sessions with ``runtime.start`` and awaits
+``handle.result()``), or a peer script in ``--concurrent`` mode under bench/peers/.venv
+(LangGraph + AsyncPostgresSaver, default durability; Pydantic AI + DBOS). The child warms
+up with one session, idles ``--settle`` s so the warm-up's statistics reach
+``pg_stat_database``, then starts the N sessions at once on ``GO``; this process samples the
+database's backends meanwhile (bench/_lib/pgwatch.py). Every configuration runs in every
+round; ours runs first in odd rounds, the peers first in even ones. Ours also runs one
+session alone at each model latency: the baseline of its CPU per turn. Method and columns:
+docs/bench-notes/concurrency.md.
+
+    python bench/concurrency.py [--sessions 50,200] [--model-ms 50,1000] [--turns 10]
+        [--rounds 2] [--systems ours,langgraph,pydantic_ai] [--settle 11] [--json]
+        [--database-url URL] [--db-prefix dbos_agents_bench_conc]
+
+``--database-url`` is any database on the server (default: DBOS_AGENTS_DATABASE_URL, else
+the local one); the systems' databases, ``<prefix>_<system>``, are created beside it and
+dropped after each run. ``--json``: the report on stderr, one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from _lib import cli
+from _lib.child import Child
+from _lib.db import LOCAL_SERVER
+from _lib.labels import CONCURRENCY_SYSTEMS
+from _lib.pgwatch import (
+    STATS_IDLE_FLUSH_SEC,
+    BackendCpu,
+    db_counters,
+    statements,
+    statements_delta,
+    statements_unavailable,
+    wait_gone,
+)
+from _lib.procfs import cpu_seconds, loadavg
+from _lib.stats import pct
+from concurrency_report import print_report, with_goals
+from rich.console import Console
+
+from dbos_agents.testing import create_fresh_database, drop_database
+
+HERE = Path(__file__).resolve().parent
+PEERS_PYTHON = HERE / "peers" / ".venv" / "bin" / "python"
+SCRIPTS = {
+    "ours": (sys.executable, HERE / "concurrency_ours.py"),
+    "langgraph": (str(PEERS_PYTHON), HERE / "peers" / "langgraph_pg.py"),
+    "pydantic_ai": (str(PEERS_PYTHON), HERE / "peers" / "pydantic_ai_dbos.py"),
+}
+METRICS = (
+    "wall_s", "turns_per_s", "cpu_ms_per_turn", "pg_cpu_ms_per_turn", "xacts_per_turn",
+    "stmts_per_turn", "new_connections", "new_backends", "backends", "idle_cpu_pct",
+)  # fmt: skip
+"""Per-run figures whose median over the rounds is the row's figure."""
+
+
+def log(msg: str) -> None:
+    print(f"[concurrency] {msg}", file=sys.stderr, flush=True)
+
+
+def child(system: str, url: str, sessions: int, turns: int, model_ms: float, err: Any) -> Child:
+    python, script = SCRIPTS[system]
+    cmd = [python, str(script), "--database-url", url, "--concurrent", str(sessions)]
+    cmd += ["--turns", str(turns), "--model-ms", str(model_ms)]
+    env = {k: v for k, v in os.environ.items() if k not in ("DBOS_AGENTS_DATABASE_URL",)}
+    if system != "ours":  # the peers' own venv
+        env = {k: v for k, v in env.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    return Child(cmd, env=env, stderr=err, stdin=subprocess.PIPE)
+
+
+def run_one(
+    admin: sa.Engine,
+    args: argparse.Namespace,
+    system: str,
+    sessions: int,
+    model_ms: float,
+    with_statements: bool,
+) -> dict[str, Any]:
+    """One system, one configuration, in its own process and on its own fresh database."""
+    name = f"{args.db_prefix}_{system}"
+    url = create_fresh_database(args.database_url, name)
+    turns = args.turns
+    with tempfile.TemporaryFile("w+") as err:
+        proc = child(system, url, sessions, turns, model_ms, err)
+        try:
+            proc.expect("READY", 300)
+            idle0 = cpu_seconds(proc.pid)
+            time.sleep(args.settle)  # the warm-up's statistics reach pg_stat_database
+            idle_cpu_pct = 100 * (cpu_seconds(proc.pid) - idle0) / args.settle
+            before, stm0 = (
+                db_counters(admin, name),
+                statements(admin, name) if with_statements else {},
+            )
+            backends = BackendCpu(admin, name)
+            backends.start()
+            proc.send("GO")
+            timeout = 300 + sessions * turns * (0.2 + model_ms / 1000)
+            done = json.loads(proc.expect("DONE", timeout).split(" ", 1)[1])
+            pg = backends.stop()
+            stm = statements_delta(stm0, statements(admin, name)) if with_statements else None
+            proc.close_stdin()
+            proc.join(120)
+            wait_gone(admin, name)
+            delta = db_counters(admin, name).minus(before)
+        except Exception as exc:
+            err.seek(0)
+            tail = "\n".join(err.read().splitlines()[-15:])
+            raise RuntimeError(f"{system} at {sessions} x {model_ms:g} ms: {exc}\n{tail}") from exc
+        finally:
+            proc.stop(30)
+            drop_database(args.database_url, name)
+    n = max(1, done["turns"])
+    secs = done["session_s"]
+    return {
+        "system": system,
+        "sessions": sessions,
+        "model_ms": model_ms,
+        "turns": done["turns"],
+        "failed": done["failed"],
+        "errors": done["errors"],
+        "wall_s": done["wall_s"],
+        "turns_per_s": done["turns"] / done["wall_s"] if done["wall_s"] > 0 else 0.0,
+        "cpu_ms_per_turn": done["cpu_s"] * 1000 / n,
+        "pg_cpu_ms_per_turn": pg.cpu_s * 1000 / n,
+        "backends": pg.backends,
+        "new_backends": pg.new_backends,
+        "gone_backends": pg.gone_backends,
+        "new_connections": delta.sessions,
+        "xacts_per_turn": delta.xacts / n,
+        "rollbacks": delta.xact_rollback,
+        "stmts_per_turn": stm["calls"] / n if stm else None,
+        "top_statements": stm["top"] if stm else None,
+        "idle_cpu_pct": idle_cpu_pct,
+        "session_s": secs,
+        "measures": done.get("measures", ""),
+        "versions": done.get("versions", {}),
+    }
+
+
+def plan(
+    sessions: list[int], model_ms: list[float], systems: list[str]
+) -> list[tuple[int, float, list[str]]]:
+    """(N, L, systems) for one round: ours alone at one session first (the baseline of its
+    CPU per turn), then every configuration on every system."""
+    out = [(1, ms, ["ours"]) for ms in model_ms if "ours" in systems and 1 not in sessions]
+    return out + [(n, ms, systems) for ms in model_ms for n in sessions]
+
+
+def run_rounds(args: argparse.Namespace, admin: sa.Engine, stm: bool) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
+    for r in range(1, args.rounds + 1):
+        for n, ms, systems in plan(args.sessions, args.model_ms, args.systems):
+            order = (
+                systems
+                if r % 2 == 1
+                else [s for s in systems if s != "ours"] + [s for s in systems if s == "ours"]
+            )
+            for system in order:
+                log(f"round {r}/{args.rounds}: {system}, {n} sessions, model {ms:g} ms")
+                try:
+                    row = run_one(admin, args, system, n, ms, stm)
+                except Exception as exc:
+                    log(f"failed: {exc}")
+                    row = {"system": system, "sessions": n, "model_ms": ms, "error": str(exc)}
+                runs.append({**row, "round": r})
+                if "error" not in row:
+                    log(
+                        f"  {row['turns_per_s']:.1f} turns/s, CPU {row['cpu_ms_per_turn']:.2f}"
+                        f" ms/turn, Postgres {row['pg_cpu_ms_per_turn']:.2f} ms/turn,"
+                        f" {row['xacts_per_turn']:.1f} xacts/turn, {row['failed']} failed"
+                    )
+    return runs
+
+
+def merge(runs: list[dict[str, Any]], systems: list[str]) -> list[dict[str, Any]]:
+    """One row per (system, N, L): each figure's median over the rounds; session times
+    pooled over the rounds (nearest-rank percentiles); ours' ratios."""
+    keys = sorted({(r["model_ms"], r["sessions"], r["system"]) for r in runs},
+                  key=lambda k: (k[0], k[1], systems.index(k[2])))  # fmt: skip
+    rows = []
+    for ms, n, system in keys:
+        same = [r for r in runs if (r["model_ms"], r["sessions"], r["system"]) == (ms, n, system)]
+        ok = [r for r in same if "error" not in r]
+        row: dict[str, Any] = {"system": system, "label": CONCURRENCY_SYSTEMS[system]}
+        row |= {"sessions": n, "model_ms": ms, "rounds_ok": len(ok), "rounds": len(same)}
+        if not ok:
+            rows.append({**row, "error": same[-1]["error"]})
+            continue
+        for m in METRICS:
+            xs = [r[m] for r in ok if r[m] is not None]
+            row[m] = statistics.median(xs) if xs else None
+        secs = [s for r in ok for s in r["session_s"]]
+        row |= {
+            "turns": sum(r["turns"] for r in ok),
+            "failed": sum(r["failed"] for r in ok),
+            "errors": sorted({e for r in ok for e in r["errors"]})[:5],
+            "session_p50_s": pct(secs, 50) if secs else None,
+            "session_p99_s": pct(secs, 99) if secs else None,
+            "session_max_s": max(secs) if secs else None,
+            "rounds_turns_per_s": [round(r["turns_per_s"], 2) for r in ok],
+            "top_statements": ok[-1]["top_statements"],
+            "measures": ok[-1]["measures"],
+        }
+        rows.append(row)
+    return with_ratios(rows)
+
+
+def with_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Ours' rows get ``vs_langgraph`` (turns/s), ``pg_vs_langgraph`` (Postgres CPU per turn)
+    and ``cpu_vs_1`` (CPU per turn against ours at one session, same model latency)."""
+
+    def find(system: str, n: int, ms: float) -> dict[str, Any] | None:
+        return next(
+            (r for r in rows if (r["system"], r["sessions"], r["model_ms"]) == (system, n, ms)
+             and "error" not in r),
+            None,
+        )  # fmt: skip
+
+    for r in rows:
+        if r["system"] != "ours" or "error" in r:
+            continue
+        lg, one = find("langgraph", r["sessions"], r["model_ms"]), find("ours", 1, r["model_ms"])
+        r["vs_langgraph"] = (
+            r["turns_per_s"] / lg["turns_per_s"] if lg and lg["turns_per_s"] else None
+        )
+        r["pg_vs_langgraph"] = (
+            r["pg_cpu_ms_per_turn"] / lg["pg_cpu_ms_per_turn"]
+            if lg and lg["pg_cpu_ms_per_turn"]
+            else None
+        )
+        r["cpu_vs_1"] = r["cpu_ms_per_turn"] / one["cpu_ms_per_turn"] if one else None
+    return rows
+
+
+def rounded(x: Any) -> Any:
+    """``x`` with every float rounded to 4 decimals (the JSON's size and readability)."""
+    if isinstance(x, float):
+        return round(x, 4)
+    if isinstance(x, dict):
+        return {k: rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [rounded(v) for v in x]
+    return x
+
+
+def int_list(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def float_list(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def main() -> None:
+    p = cli.parser(__doc__)
+    cli.add_database_url(p, from_env=True)
+    p.add_argument("--sessions", type=int_list, default=[50, 200], help="N, a list: 50,200")
+    p.add_argument("--model-ms", type=float_list, default=[50.0, 1000.0], help="L, a list")
+    p.add_argument("--turns", type=int, default=10, help="tool-calling turns per session")
+    p.add_argument("--rounds", type=int, default=2, help="alternated rounds")
+    p.add_argument("--systems", default=",".join(SCRIPTS), help="ours,langgraph,pydantic_ai")
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=STATS_IDLE_FLUSH_SEC + 1,
+        help="idle seconds after the warm-up, so its statistics reach pg_stat_database",
+    )
+    p.add_argument("--db-prefix", default="dbos_agents_bench_conc")
+    p.add_argument("--json", action="store_true", help="report on stderr, one JSON object")
+    args = p.parse_args()
+    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if unknown := set(args.systems) - set(SCRIPTS):
+        p.error(f"unknown systems {sorted(unknown)}; known: {', '.join(SCRIPTS)}")
+    if min([*args.sessions, args.turns, args.rounds]) < 1 or args.settle <= 0:
+        p.error("sessions, turns and rounds must be at least 1, --settle above 0")
+    if any(s != "ours" for s in args.systems) and not PEERS_PYTHON.exists():
+        p.error("the peers need bench/peers/.venv: bash bench/peers/setup.sh")
+    args.database_url = args.database_url or LOCAL_SERVER
+    admin = sa.create_engine(
+        sa.make_url(args.database_url).set(drivername="postgresql+psycopg"), pool_size=2
+    )
+    console = Console(stderr=args.json, width=160)
+    try:
+        why_not = statements_unavailable(admin)
+        if why_not:
+            log(f"statements per turn not measured: {why_not}")
+        load_before = loadavg()
+        runs = run_rounds(args, admin, why_not is None)
+    finally:
+        admin.dispose()
+    versions: dict[str, str] = {}
+    for r in runs:
+        versions |= r.get("versions", {})
+    result = with_goals(
+        rounded(
+            {
+                "args": {
+                    **{k: v for k, v in vars(args).items() if k != "json"},
+                    "database_url": None,
+                },
+                "labels": {s: CONCURRENCY_SYSTEMS[s] for s in args.systems},
+                "statements": {"available": why_not is None, "reason": why_not},
+                "rows": merge(runs, args.systems),
+                "runs": [
+                    {k: v for k, v in r.items() if k not in ("session_s", "versions")} for r in runs
+                ],
+                "loadavg": {"before": load_before, "after": loadavg()},
+                "versions": versions,
+            }
+        )
+    )
+    print_report(result, console)
+    if args.json:
+        cli.print_json(result)
+
+
+if __name__ == "__main__":
+    main()
