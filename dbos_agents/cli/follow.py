@@ -2,13 +2,12 @@
 
 The event source is the HTTP API's (``AgentClient.events``): the session's status, then its
 messages after a sequence number, read in that order, so a terminal status is never seen
-before the messages of the run it ends. Waits on a client tool or approval
-of the session's tree are announced once each, with the command that answers them.
+before the messages of the run it ends. It reads again when the worker announces a change
+(``AgentClient.watch``), with a slow timer as the safety net. Waits on a client tool or
+approval of the session's tree are announced once each, with the command that answers them.
 """
 
 from __future__ import annotations
-
-import time
 
 import typer
 from rich.text import Text
@@ -20,7 +19,6 @@ from ..store.events import BATCH
 from . import render
 from .base import EXIT_CODES, emit, err, out
 
-PENDING_CHECK_SEC = 1.0
 HINTS = {
     "queued": "queued: waiting for a worker (is `dbos-agents worker --app ...` running?)",
     "running": "running",
@@ -34,15 +32,19 @@ def follow(
     after: int = 0,
     as_json: bool = False,
     full: bool = False,
-    poll: float = 0.2,
+    poll: float = 5.0,
 ) -> str:
     """Print messages with ``seq > after`` as they come; return the status the run ended in.
+    ``poll``: the safety net's interval (changes wake it at once).
     With ``as_json``: JSON lines ``{"event": "message"|"waiting"|"status", ...}``."""
     root = client.session(session_id).root_session_id
     announced: set[str] = set()
-    last, next_check, run = after, 0.0, -1
+    last, run = after, -1
     # The spinner shares the console that prints, so rich keeps it below the messages.
-    with (err if as_json else out).status("", spinner="dots") as spinner:
+    with (
+        client.watch(session_id) as watch,
+        (err if as_json else out).status("", spinner="dots") as spinner,
+    ):
         try:
             while True:
                 snap = client.events(session_id, last)
@@ -65,18 +67,16 @@ def follow(
                     else:
                         out.print(render.final_status(st.status, st.error, st.final_output))
                     return st.status
-                if time.monotonic() >= next_check:
-                    next_check = time.monotonic() + PENDING_CHECK_SEC
-                    for p in client.pending(session_id=root):
-                        if p.tool_call_id in announced:
-                            continue
-                        announced.add(p.tool_call_id)
-                        if as_json:
-                            emit({"event": "waiting", **p.model_dump(mode="json")})
-                        else:
-                            out.print(render.waiting(p), soft_wrap=True)
+                for p in client.pending(session_id=root):
+                    if p.tool_call_id in announced:
+                        continue
+                    announced.add(p.tool_call_id)
+                    if as_json:
+                        emit({"event": "waiting", **p.model_dump(mode="json")})
+                    else:
+                        out.print(render.waiting(p), soft_wrap=True)
                 spinner.update(HINTS.get(st.status, st.status))
-                time.sleep(poll)
+                watch.wait(poll)
         except KeyboardInterrupt:
             if not as_json:
                 err.print(Text("stopped following; the session goes on", style="dim"))

@@ -20,6 +20,7 @@ import anyio
 import anyio.to_thread
 import sqlalchemy as sa
 
+from .. import storable
 from ..errors import SessionNotFoundError
 from ..outcome import TERMINAL, SessionInfo
 from ..settings import Settings
@@ -27,6 +28,7 @@ from ..store.db import ping
 from ..store.unavailable import translate
 from .scope import Scope
 from .sync import AgentClient
+from .watch import AsyncSessionWatch
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -151,24 +153,36 @@ class AsyncAgentClient:
     revoke_tokens = _awaited(AgentClient.revoke_tokens)
     reap_tombstones = _awaited(AgentClient.reap_tombstones)
 
+    async def watch(self, session_id: str) -> AsyncSessionWatch:
+        """A watch on the session (see ``AgentClient.watch``) on this client's one shared
+        LISTEN connection: it holds no thread and no connection of its own. Close it (or
+        use ``async with``) when done."""
+        await self.session(session_id)
+        listener = await _off_loop(self._sync.watches.listener)
+        return AsyncSessionWatch(listener, session_id)
+
     async def wait(
         self,
         session_id: str,
         *,
         timeout: float = 60.0,  # noqa: ASYNC109 -- AgentClient.wait's signature
-        poll: float = 0.1,
+        poll: float = 5.0,
     ) -> SessionInfo:
-        """Poll until the session's current run ends; raises ``TimeoutError``. Holds no
-        thread between polls."""
+        """Until the session's current run ends; raises ``TimeoutError``. Woken by the
+        run's end (``poll`` is the safety net's interval); holds no thread meanwhile."""
+        storable.check_id(session_id, "session_id")
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                info: SessionInfo | None = await self.session(session_id)
-            except SessionNotFoundError:
-                info = None
-            if info is not None and info.status in TERMINAL:
-                return info
-            if time.monotonic() >= deadline:
-                state = info.status if info else "not started"
-                raise TimeoutError(f"session {session_id} still {state} after {timeout}s")
-            await anyio.sleep(poll)
+        listener = await _off_loop(self._sync.watches.listener)
+        async with AsyncSessionWatch(listener, session_id) as w:
+            while True:
+                try:
+                    info: SessionInfo | None = await self.session(session_id)
+                except SessionNotFoundError:
+                    info = None
+                if info is not None and info.status in TERMINAL:
+                    return info
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    state = info.status if info else "not started"
+                    raise TimeoutError(f"session {session_id} still {state} after {timeout}s")
+                await w.wait(min(poll, left))

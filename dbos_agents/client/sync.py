@@ -46,6 +46,7 @@ from ..store.migrate import prepare_database
 from ..store.unavailable import translate, translated
 from . import submit
 from .scope import Scope
+from .watch import SessionWatch, Watches
 
 
 class AgentClient:
@@ -74,6 +75,8 @@ class AgentClient:
         self.engine: sa.Engine = create_sync_engine(url, connect_timeout=s.connect_timeout_sec)
         self._scope: Scope | None = None
         self._owns = True
+        self.watches = Watches(url, s.connect_timeout_sec)
+        """The async client's shared LISTEN connection (``watch.py``), opened on first use."""
 
     # --- scope --------------------------------------------------------------------------
 
@@ -134,6 +137,7 @@ class AgentClient:
     def close(self) -> None:
         """Close the pools (a scoped client shares its admin client's: a no-op)."""
         if self._owns:
+            self.watches.stop()
             self.dbos.destroy()
             self.engine.dispose()
 
@@ -252,20 +256,33 @@ class AgentClient:
         return calls.list_for_session(self.engine, session_id)
 
     @translated
-    def wait(self, session_id: str, *, timeout: float = 60.0, poll: float = 0.1) -> SessionInfo:
-        """Poll until the session's current run ends; raises ``TimeoutError``."""
+    def watch(self, session_id: str) -> SessionWatch:
+        """A watch on the session: ``watch.wait(timeout)`` returns True as soon as the
+        worker commits a change to it (a message, a status, a run's end), False after
+        ``timeout`` seconds. Read what you show after making it and after each wake.
+        It holds a connection of its own: use it as a context manager."""
+        self._own(session_id)
+        return SessionWatch(self.database_url, session_id, self.settings.connect_timeout_sec)
+
+    @translated
+    def wait(self, session_id: str, *, timeout: float = 60.0, poll: float = 5.0) -> SessionInfo:
+        """Until the session's current run ends; raises ``TimeoutError``. Woken by the
+        run's end; ``poll`` is only the safety net's interval (a lost notification)."""
+        storable.check_id(session_id, "session_id")
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                info: SessionInfo | None = self._own(session_id)
-            except SessionNotFoundError:
-                info = None
-            if info is not None and info.status in TERMINAL:
-                return info
-            if time.monotonic() >= deadline:
-                state = info.status if info else "not started"
-                raise TimeoutError(f"session {session_id} still {state} after {timeout}s")
-            time.sleep(poll)
+        with SessionWatch(self.database_url, session_id, self.settings.connect_timeout_sec) as w:
+            while True:
+                try:
+                    info: SessionInfo | None = self._own(session_id)
+                except SessionNotFoundError:
+                    info = None
+                if info is not None and info.status in TERMINAL:
+                    return info
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    state = info.status if info else "not started"
+                    raise TimeoutError(f"session {session_id} still {state} after {timeout}s")
+                w.wait(min(poll, left))
 
     # --- waits: submits, approvals, interrupts ----------------------------------------------
 

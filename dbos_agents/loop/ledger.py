@@ -27,6 +27,7 @@ from ..messages import JSONValue, Message, ModelResponse, ToolCall
 from ..outcome import RunSpec
 from ..results import ToolResult
 from ..store import calls, pending, pg, sessions, transcript
+from ..store.announce import Announcer
 from . import drain
 
 P = ParamSpec("P")
@@ -117,6 +118,8 @@ class Ledger:
 
     def __init__(self, ds: AsyncSQLAlchemyDatasource) -> None:
         self.ds = ds
+        self.announcer = Announcer(ds.engine)
+        """Readers of a session hear of each write the ledger commits (``store.announce``)."""
         tx = ds.transaction
         rc: Literal["READ COMMITTED"] = "READ COMMITTED"
         self.close_inbox = tx(name="dbos_agents.close_inbox.v1", isolation_level=rc)(
@@ -231,7 +234,13 @@ class Ledger:
                     raise
                 return recorded
 
-        return await calls.retry_transient("record turn", write_once)
+        record = await calls.retry_transient("record turn", write_once)
+        self.announce(spec)
+        return record
+
+    def announce(self, spec: RunSpec) -> None:
+        """The session (and the root whose tree it is in) changed: readers, look again."""
+        self.announcer.announce(spec["session_id"], spec["root_session_id"])
 
     async def _close_inbox(self, session_id: str, run_seq: int) -> bool:
         return await sessions.close_inbox(self.db, session_id, run_seq)

@@ -165,7 +165,9 @@ async def _finish(
 ) -> None:
     """The run's end (``run_bounds.end``), its outcome recorded and announced with it;
     then handed to waiters in this process, durable now."""
-    await run_bounds.end(get_context().ledger.ds.engine, spec, outcome, open_inbox, results)
+    ledger = get_context().ledger
+    await run_bounds.end(ledger.ds.engine, spec, outcome, open_inbox, results)
+    ledger.announce(spec)
     crash_point("after_run_end")
     outcomes.handover.resolve(run_key(spec["session_id"], spec["run_seq"]), outcome)
 
@@ -174,7 +176,9 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[CallR
     """One run: the loop of turns caused by one user message. Returns its outcome and the
     results of its last turn of calls if no model turn recorded them (the run stopped at
     ``max_turns``, the budget or a model failure); the run's end records those."""
-    begun = await run_bounds.begin(get_context().ledger.ds.engine, spec)
+    ledger = get_context().ledger
+    begun = await run_bounds.begin(ledger.ds.engine, spec)
+    ledger.announce(spec)
     if not begun.began:  # interrupted (or overtaken) before it began: do nothing more
         out = RunOutcome(
             session_id=spec["session_id"], run_seq=spec["run_seq"], status="interrupted"

@@ -10,7 +10,9 @@ When the session's run ends, an ``event: status`` (no ``id``, so it does not mov
 point) carries ``{status, run_seq, final_output, error}``; once per run.
 
 ``follow=true`` (default): the stream stays open after a status event, since a follow-up
-message starts a new run; it polls every ``events_poll_interval_sec``, sends an SSE comment
+message starts a new run; it reads again when the worker announces a change to the session
+(``AsyncAgentClient.watch``, one LISTEN connection per server process) or, as a safety net,
+every ``events_poll_interval_sec``; it sends an SSE comment
 after ``events_keepalive_sec`` of silence, and closes after ``events_max_stream_sec`` or
 when the database stops answering (reconnect with Last-Event-ID). ``follow=false``: what
 exists now, then one ``status`` event with the current status (terminal or not), then the
@@ -25,15 +27,17 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-import anyio
-
 from ..client import AsyncAgentClient
+from ..client.watch import AsyncSessionWatch
 from ..errors import DatabaseUnavailableError
 from ..outcome import TERMINAL
 from ..records import HistoryEntry
 from ..store.events import BATCH
 
 log = logging.getLogger("dbos_agents.server")
+
+RETRY_MS = 1000
+"""The reconnect delay an ``EventSource`` is told to use."""
 
 
 def format_event(event: str, data: str, event_id: int | None = None) -> str:
@@ -69,7 +73,25 @@ async def stream_events(
     """The SSE body (see the module doc). With ``valid_until`` (the token's expiry, unix
     seconds) and ``generation`` (the token's) the stream sends an ``expired`` event and
     closes when the token expires or is revoked."""
-    yield f"retry: {max(100, int(options.poll_interval * 1000 * 5))}\n\n"
+    yield f"retry: {RETRY_MS}\n\n"
+    async with await client.watch(session_id) as watch:
+        async for event in _events(
+            client, watch, session_id, offset, follow, options, valid_until, generation, clock
+        ):
+            yield event
+
+
+async def _events(
+    client: AsyncAgentClient,
+    watch: AsyncSessionWatch,
+    session_id: str,
+    offset: int,
+    follow: bool,
+    options: StreamOptions,
+    valid_until: float | None,
+    generation: int | None,
+    clock: Callable[[], float],
+) -> AsyncIterator[str]:
     last_seq = offset
     reported: tuple[str, int] | None = None
     started = last_sent = time.monotonic()
@@ -107,4 +129,14 @@ async def stream_events(
         if now - last_sent >= options.keepalive:
             yield ": keepalive\n\n"
             last_sent = now
-        await anyio.sleep(options.poll_interval)
+        await watch.wait(
+            max(
+                0.01,
+                min(
+                    options.poll_interval,
+                    options.keepalive - (now - last_sent),
+                    options.max_duration - (now - started),
+                    (valid_until - clock()) if valid_until is not None else options.keepalive,
+                ),
+            )
+        )

@@ -63,8 +63,9 @@ class ServerSettings(BaseSettings):
     hook sees the distinct operation ``decide_approval``."""
     metrics_enabled: bool = True
     """Serve ``GET /metrics`` (no auth: route templates and counts only, never ids)."""
-    events_poll_interval_sec: float = Field(default=0.2, gt=0)
-    """How often an event stream polls the session's messages."""
+    events_poll_interval_sec: float = Field(default=5.0, gt=0)
+    """An event stream's safety net: how often it reads the session again when no change
+    was announced (changes wake it at once; a lost notification waits this long)."""
     events_keepalive_sec: float = Field(default=15.0, gt=0)
     """An SSE comment is sent after this much silence, so proxies keep the stream open."""
     events_max_stream_sec: float = Field(default=3600.0, gt=0)

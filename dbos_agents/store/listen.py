@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable, Sequence
 
 import psycopg
 
@@ -22,18 +23,30 @@ log = logging.getLogger("dbos_agents")
 
 
 class Listener:
-    """LISTEN on ``channel`` from a thread of its own (see the module doc)."""
+    """LISTEN on ``channel`` (or several) from a thread of its own (see the module doc).
+    A notification wakes the waiters of ``key(channel, payload)``, by default the payload."""
 
-    def __init__(self, database_url: str, channel: str, *, connect_timeout_sec: float = 5.0):
+    def __init__(
+        self,
+        database_url: str,
+        channel: str | Sequence[str],
+        *,
+        connect_timeout_sec: float = 5.0,
+        key: Callable[[str, str], str] | None = None,
+    ):
         self.database_url = database_url
-        self.channel = channel
+        self.channels = (channel,) if isinstance(channel, str) else tuple(channel)
+        self.channel = self.channels[0]
+        self._key = key or (lambda _channel, payload: payload)
         self.connect_timeout_sec = connect_timeout_sec
         self.connects = 0
         """Connections made (each one wakes every waiter)."""
         self._waiters: Waiters[None] = Waiters()
         self._stop = threading.Event()
+        self.listening = threading.Event()
+        """Set once the first connection listens."""
         self._thread = threading.Thread(
-            target=self._run, name=f"dbos-agents-listen-{channel}", daemon=True
+            target=self._run, name=f"dbos-agents-listen-{self.channel}", daemon=True
         )
 
     def start(self) -> None:
@@ -60,12 +73,14 @@ class Listener:
                     connect_timeout=max(1, round(self.connect_timeout_sec)),
                     application_name=f"dbos-agents-listen-{self.channel}",
                 ) as conn:
-                    conn.execute(f"LISTEN {self.channel}")
+                    for channel in self.channels:
+                        conn.execute(f"LISTEN {channel}")
                     self.connects += 1
+                    self.listening.set()
                     self._waiters.resolve_all(None)  # whatever was announced while nobody listened
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
-                            self._waiters.resolve(note.payload, None)
+                            self._waiters.resolve(self._key(note.channel, note.payload), None)
             except Exception as exc:  # database away: the waiters' own re-checks cover it
                 log.debug("listener reconnecting", extra={"error": str(exc)})
                 self._stop.wait(1.0)

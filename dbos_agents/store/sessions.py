@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from .. import storable
 from ..messages import Usage
 from ..outcome import RunSpec, SessionInfo
+from .announce import CHANNEL as EVENTS_CHANNEL
 from .pg import Db, Stmt
 from .schema import SCHEMA as S
 
@@ -166,6 +167,8 @@ def revoke_tokens(engine: sa.Engine, session_id: str) -> int | None:
             ),
             {"s": session_id},
         ).first()
+        if row is not None:  # open event streams close at once
+            conn.execute(sa.text("SELECT pg_notify(:c, :s)"), {"c": EVENTS_CHANNEL, "s": session_id})
     return None if row is None else int(row[0])
 
 

@@ -73,6 +73,7 @@ class AgentRuntime:
         self._start_watch: StartWatch | None = None
         self._parker: Parker | None = None
         self._runs: Listener | None = None
+        self._ledger: Ledger | None = None
         self._outcomes: Outcomes | None = None
 
     @property
@@ -123,8 +124,11 @@ class AgentRuntime:
             sqlalchemy_url(url),
             schema=SCHEMA,
             engine_kwargs={
-                "pool_size": s.db_pool_size,
-                "max_overflow": s.db_max_overflow,
+                # Every connection the bound allows is kept once opened: an overflow
+                # connection is closed on return and reopened by the next burst (a new
+                # backend each, milliseconds of Postgres CPU).
+                "pool_size": s.db_pool_size + s.db_max_overflow,
+                "max_overflow": 0,
                 "pool_timeout": s.db_pool_timeout_sec,
                 # No ping per checkout (a round trip each, most of a checkout's CPU): a
                 # connection that died with the server fails its statement, is invalidated
@@ -135,7 +139,8 @@ class AgentRuntime:
         pg.keep_on(asyncio.get_running_loop())  # where the workflows run (``store/pg``)
         # Parking needs the fast paths (``_dbos``): without them every wait stays in memory.
         self._parker = Parker(s.park_after() if _dbos.fast_paths() else None)
-        set_context(LoopContext(self.agents, self.model, s, Ledger(ds), self._parker))
+        self._ledger = Ledger(ds)
+        set_context(LoopContext(self.agents, self.model, s, self._ledger, self._parker))
         _dbos.before_launch()
         DBOS.launch()
         _dbos.after_launch()
@@ -316,6 +321,9 @@ class AgentRuntime:
         await asyncio.to_thread(
             DBOS.destroy, workflow_completion_timeout_sec=math.ceil(workflow_completion_timeout_sec)
         )
+        if self._ledger is not None:
+            await self._ledger.announcer.close()
+            self._ledger = None
         await pg.close_idle()  # the hot path's kept connections, back to their pool
         set_context(None)
         if self._client is not None:

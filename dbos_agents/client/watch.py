@@ -1,0 +1,132 @@
+"""Waiting for a session to change without polling: ``AgentClient.watch`` and ``wait``.
+
+The worker announces every committed change of a session (``store.announce``) and every
+run's end (``store.runs``). A sync watch holds a LISTEN connection of its own (a CLI, a
+script); the async client shares one listener per client among all its watches (the HTTP
+server's event streams). Either way a watcher re-reads what it shows after each wake, and
+a slow timer of the caller's choosing covers a notification lost with a connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+
+import psycopg
+
+from ..store import announce
+from ..store.db import libpq_url
+from ..store.listen import Listener
+
+
+class SessionWatch:
+    """Wakes when ``session_id`` changes (sync; a LISTEN connection of its own).
+
+    Listening starts when the watch is made, so a change committed after that and before a
+    ``wait`` is not missed: make the watch, read, then ``wait``."""
+
+    def __init__(self, database_url: str, session_id: str, connect_timeout_sec: float) -> None:
+        self.session_id = session_id
+        self._url = libpq_url(database_url)
+        self._timeout = max(1, round(connect_timeout_sec))
+        self._conn: psycopg.Connection[object] | None = None
+        self._connect()
+
+    def _connect(self) -> None:
+        conn: psycopg.Connection[object] = psycopg.connect(
+            self._url, autocommit=True, connect_timeout=self._timeout
+        )
+        for channel in announce.CHANNELS:
+            conn.execute(f"LISTEN {channel}")
+        self._conn = conn
+
+    def wait(self, timeout: float) -> bool:
+        """Block until the session changes (True) or ``timeout`` seconds pass (False).
+        A lost connection counts as a change: what it would have announced is unknown."""
+        deadline = time.monotonic() + timeout
+        try:
+            if self._conn is None or self._conn.closed:
+                self._connect()
+                return True
+            while (left := deadline - time.monotonic()) > 0:
+                for note in self._conn.notifies(timeout=left, stop_after=1):
+                    if announce.session_of(note.channel, note.payload) == self.session_id:
+                        return True
+            return False
+        except psycopg.OperationalError:
+            self.close()
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            return True
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def __enter__(self) -> SessionWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Watches:
+    """One LISTEN connection shared by an async client's watches, opened on first use."""
+
+    def __init__(self, database_url: str, connect_timeout_sec: float) -> None:
+        self._url = libpq_url(database_url)
+        self._connect_timeout = connect_timeout_sec
+        self._lock = threading.Lock()
+        self._listener: Listener | None = None
+
+    def listener(self) -> Listener:
+        with self._lock:
+            if self._listener is None:
+                self._listener = Listener(
+                    self._url,
+                    announce.CHANNELS,
+                    connect_timeout_sec=self._connect_timeout,
+                    key=announce.session_of,
+                )
+                self._listener.start()
+                # Listening before the first watch is armed, so its first wake is news
+                # (a connect wakes every waiter). A database that does not answer yet
+                # leaves the watches to the listener's reconnects and their timers.
+                self._listener.listening.wait(self._connect_timeout)
+            return self._listener
+
+    def stop(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.stop()
+
+
+class AsyncSessionWatch:
+    """Wakes when ``session_id`` changes (async; holds no thread and no connection of its
+    own). Armed when made: make it, read, then ``wait``; each wake re-arms it."""
+
+    def __init__(self, listener: Listener, session_id: str) -> None:
+        self.session_id = session_id
+        self._listener = listener
+        self._note = listener.waiter(session_id)
+
+    async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 -- a bounded wait is the point
+        """Until the session changes (True) or ``timeout`` seconds pass (False)."""
+        done, _ = await asyncio.wait({self._note}, timeout=timeout)
+        if not done:
+            return False
+        self._note = self._listener.waiter(self.session_id)  # before the caller reads again
+        return True
+
+    def close(self) -> None:
+        self._listener.discard(self.session_id, self._note)
+
+    async def __aenter__(self) -> AsyncSessionWatch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
