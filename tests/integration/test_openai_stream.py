@@ -268,6 +268,54 @@ def test_stopping_early_closes_the_stream(fake: FakeOpenAI) -> None:
     assert time.monotonic() - started < 1.5
 
 
+def test_the_fake_speaks_openais_chunk_format(fake: FakeOpenAI) -> None:
+    """The raw wire, as OpenAI sends it: role first, pieces, finish reason, usage, [DONE]."""
+    fake.push_tool_calls(FakeToolCall("lookup", '{"a": 1}', id="c9"), text="on it")
+    fake.push_text("plain")
+    body = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True}
+    lines = _sse(fake.base_url, {**body, "stream_options": {"include_usage": True}})
+    assert lines[-1] == "[DONE]"
+    chunks = [json.loads(line) for line in lines[:-1]]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    assert len({c["id"] for c in chunks}) == 1
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert deltas[0] == {"role": "assistant", "content": ""}
+    assert [d["content"] for d in deltas if d.get("content")] == ["on it"]
+    assert deltas[2]["tool_calls"] == [
+        {
+            "index": 0,
+            "id": "c9",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": ""},
+        }
+    ]
+    assert deltas[3]["tool_calls"] == [{"index": 0, "function": {"arguments": '{"a": 1}'}}]
+    assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-2])
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    assert all(c["usage"] is None for c in chunks[:-1])
+
+    plain = [json.loads(line) for line in _sse(fake.base_url, body)[:-1]]  # no usage asked
+    assert all(c["choices"] and "usage" not in c for c in plain)
+    assert plain[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def _sse(base_url: str, body: dict[str, Any]) -> list[str]:
+    request = urllib.request.Request(
+        f"{base_url}/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        raw = response.read().decode()
+    events = raw.split("\n\n")
+    assert events[-1] == ""
+    assert all(e.startswith("data: ") for e in events[:-1])
+    return [e.removeprefix("data: ") for e in events[:-1]]
+
+
 # -- the fake as a separate process ---------------------------------------------------------
 
 
