@@ -305,7 +305,7 @@ def serve_fake_openai(fake: FakeOpenAI | None = None, *, port: int = 0) -> Itera
     default a free one), in a background thread; yield it with ``base_url`` set
     (``http://127.0.0.1:PORT/v1``)."""
     fake = fake or FakeOpenAI()
-    logging.getLogger("uvicorn.error").addFilter(_QUIET_CUTS)  # once: filters are a set
+    logging.getLogger("uvicorn.error").addFilter(_QUIET_CUTS)  # idempotent: a filter is added once
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))

@@ -121,7 +121,7 @@ def test_the_stream_matches_what_complete_returns(fake: FakeOpenAI) -> None:
     )
     fake.push_tool_calls(*calls, text="checking both")
     fake.push_tool_calls(*calls, text="checking both")
-    model = OpenAIModel(base_url=fake.base_url, prices=None)
+    model = OpenAIModel(base_url=fake.base_url)
     events = stream(model, ask(tools=[LOOKUP]))
 
     async def once() -> ModelResponse:
