@@ -29,7 +29,7 @@ from dbos_agents.testing import CrashHarness
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 REPO = Path(__file__).resolve().parents[2]
 TEXT = " ".join(f"word{i:03d}" for i in range(120))
-"""About 1 kB: at 6 characters per 20 ms chunk, a reply streams for about 3.5 s."""
+"""About 1 kB: 240 chunks of 4 characters, one per 20 ms, a reply streams for about 5 s."""
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def fake_openai() -> Iterator[str]:
             "--text",
             TEXT,
             "--chunk-chars",
-            "6",
+            "4",
             "--chunk-delay",
             "0.02",
         ],
