@@ -5,6 +5,10 @@ before message ``S + 1``; deltas among themselves by id. A read takes at most ``
 of each; when a list came back full, whatever sorts after its last row is held back (the
 next read returns it), or a message could be sent before deltas that precede it and a
 reader resuming from that message's cursor would skip them.
+
+A delta written before the reader's last message precedes it in the log: the reader has
+seen it (a cursor ``"N"`` means everything up to message N). It is passed over, moving
+the cursor, so a reader resuming from a message seq is not sent every older turn again.
 """
 
 from __future__ import annotations
@@ -101,7 +105,8 @@ def merge(
                     events.append(wait)
         else:
             delta = item.id
-            events.append(_delta_event(item, str(Cursor(seq, delta))))
+            if item.after_seq >= after.seq:  # else it precedes a message the reader saw
+                events.append(_delta_event(item, str(Cursor(seq, delta))))
     return Merged(events, Cursor(seq, delta), complete=not full)
 
 

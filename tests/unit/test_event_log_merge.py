@@ -63,6 +63,14 @@ def test_cursors_start_from_the_readers() -> None:
     assert merge(Cursor(5, 7), [], [], limit=100).cursor == Cursor(5, 7)
 
 
+def test_deltas_before_the_readers_last_message_are_passed_over() -> None:
+    """A reader at message 3 saw the turns before it: old deltas only move its cursor."""
+    out = merge(Cursor(3), [msg(4)], [text(10, 1), text(11, 2), text(12, 3)], limit=3)
+    assert [label(e) for e in out.events] == ["d@3.12"]
+    assert not out.complete and out.cursor == Cursor(3, 12)
+    assert merge(Cursor(3), [], [text(10, 1), text(11, 2)], limit=2).cursor == Cursor(3, 11)
+
+
 def test_a_full_message_batch_holds_back_the_deltas_after_its_last_message() -> None:
     out = merge(Cursor(), [msg(1, "user"), msg(2)], [text(10, 1), text(11, 2), text(12, 3)],
                 limit=2)  # fmt: skip
