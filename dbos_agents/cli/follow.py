@@ -34,6 +34,9 @@ class Printer:
         self.run = -1
         self.live = False
         """A reply's text is being printed (its line is open)."""
+        self.streamed = False
+        """The next assistant message's text was printed as it streamed (the previous
+        turn's tool results, committed with the turn, may come in between)."""
 
     def _open(self) -> None:
         if not self.live:
@@ -51,14 +54,18 @@ class Printer:
         if isinstance(e, DeltaEvent):
             if e.text:  # tool-call pieces show whole, with the message
                 self._open()
+                self.streamed = True
                 out.print(e.text, end="", markup=False, highlight=False)
                 out.file.flush()
         elif isinstance(e, RetractEvent):
-            if e.tool_index is None and self.live:
+            if e.tool_index is None and self.streamed:
                 self.close()
+                self.streamed = False
                 out.print(Text("[withdrawn]", style="dim"))
         elif isinstance(e, MessageEvent):
-            streamed = self.live and e.role == "assistant"
+            streamed = self.streamed and e.role == "assistant"
+            if e.role == "assistant":
+                self.streamed = False
             self.close()
             if e.run_seq != self.run:
                 out.print(render.run_header(e.run_seq))

@@ -176,3 +176,52 @@ async def test_scope_and_bad_cursors(
     for bad in ("-1", "1.x", "abc"):
         with pytest.raises(InvalidRequestError):
             client.stream(sid, bad)
+
+
+async def test_follow_prints_a_streamed_reply_once(
+    runtime: AgentRuntime,
+    client: AgentClient,
+    aclient: AsyncAgentClient,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`dbos-agents follow` in a terminal: the reply's text as it streamed, on one line and
+    not again with its message; a wait with the command that answers it."""
+    from dbos_agents.cli.follow import follow
+
+    sid = await aclient.start("chat", LONG)
+    await aclient.wait(sid, timeout=60)
+    assert await asyncio.to_thread(follow, client, sid, poll=0.5) == "completed"
+    printed = capsys.readouterr().out
+    assert printed.count(f"echo 0: {LONG}") == 1
+    assert f"assistant > echo 0: {LONG}\n" in printed and "run ended: completed" in printed
+    asker = await aclient.start("asker", "confirm?")
+    async for e in aclient.stream(asker, timeout=60, poll=0.5):
+        if isinstance(e, PendingEvent):
+            break
+    await aclient.submit_tool_result(asker, e.tool_call_id, result={"ok": True})
+    assert await asyncio.to_thread(follow, client, asker, poll=0.5) == "completed"
+    printed = capsys.readouterr().out
+    assert "-> confirm(" in printed and printed.count("asker got:") == 1
+
+
+async def test_the_async_stream_is_woken_not_polled(
+    runtime: AgentRuntime, aclient: AsyncAgentClient
+) -> None:
+    sid = await aclient.start("asker", "wake me")
+    seen: list[SessionEvent] = []
+
+    async def read() -> None:
+        async for e in aclient.stream(sid, timeout=3600, poll=3600):
+            seen.append(e)
+            if isinstance(e, StatusEvent):
+                return
+
+    reading = asyncio.ensure_future(read())
+    for _ in range(1200):
+        if any(isinstance(e, PendingEvent) for e in seen):
+            break
+        await asyncio.sleep(0.05)
+    (wait,) = [e for e in seen if isinstance(e, PendingEvent)]
+    await aclient.submit_tool_result(sid, wait.tool_call_id, result={"ok": True})
+    await asyncio.wait_for(reading, 60)
+    assert isinstance(seen[-1], StatusEvent) and seen[-1].status == "completed"
