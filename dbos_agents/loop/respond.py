@@ -21,6 +21,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 
+from .. import storable
 from ..errors import ModelError, TransientModelError
 from ..messages import ModelResponse, ToolCall, Usage
 from ..models.base import Completed, ModelRequest, StreamingModel, TextDelta, ToolCallDelta
@@ -78,6 +79,7 @@ class TurnStream:
             self.shown = ""
 
     def add_text(self, text: str) -> None:
+        text = storable.text(text)  # as the message will hold it
         if text:
             self.text += text
             self._add("text", text=text)
@@ -85,7 +87,13 @@ class TurnStream:
     def add_tool_call(self, d: ToolCallDelta) -> None:
         prior = self.open_tools.get(d.index)
         self.open_tools[d.index] = d.id or prior
-        self._add("tool_call", text=d.arguments, tool_index=d.index, tool_call_id=d.id, name=d.name)
+        self._add(
+            "tool_call",
+            text=storable.text(d.arguments),
+            tool_index=d.index,
+            tool_call_id=storable.optional_text(d.id),
+            name=storable.optional_text(d.name),
+        )
 
     def cut(self) -> None:
         """This attempt ended without a reply: its text stays shown, its usage estimated."""

@@ -122,11 +122,12 @@ def partial(rows: Sequence[Delta]) -> Partial:
     return p
 
 
-def read_stmt(session_id: str, after_id: int, limit: int) -> Stmt:
+def read_stmt(session_id: str, after_id: int, limit: int, from_seq: int = 0) -> Stmt:
     """A reader's next deltas of the session: ``id > after_id``, in order, at most
-    ``limit`` (each with the message ``after_seq`` it follows)."""
+    ``limit`` (each with the message ``after_seq`` it follows); none written before message
+    ``from_seq``, which the reader has seen (a resume from a message skips its pieces)."""
     return (
         f"SELECT id, after_seq, run_seq, turn, {_COLUMNS} FROM {S}.deltas"
-        " WHERE session_id = :s AND id > :d ORDER BY id LIMIT :n",
-        {"s": session_id, "d": after_id, "n": limit},
+        " WHERE session_id = :s AND id > :d AND after_seq >= :f ORDER BY id LIMIT :n",
+        {"s": session_id, "d": after_id, "n": limit, "f": from_seq},
     )

@@ -82,7 +82,7 @@ def read_log(
         with conn.begin():
             row = conn.execute(sa.text(_STATUS), {"s": session_id}).first()
             messages = transcript.entries(conn, session_id, after.seq, limit)
-            sql, params = deltas.read_stmt(session_id, after.delta, limit)
+            sql, params = deltas.read_stmt(session_id, after.delta, limit, after.seq)
             logged = [LoggedDelta.of_row(r) for r in conn.execute(sa.text(sql), params)]
             call_ids = [c.id for m in messages for c in m.tool_calls]
             waits = _open_waits(conn, session_id, call_ids, system_schema) if call_ids else {}
