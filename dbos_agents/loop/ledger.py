@@ -184,6 +184,26 @@ class Ledger:
 
         return await calls.retry_transient("read logged deltas", read)
 
+    async def record_results(self, spec: RunSpec, results: list[CallResult]) -> None:
+        """The previous turn's results, ahead of a streamed turn (otherwise the turn's record
+        writes them): readers see a tool's result before the reply that reads it. Fenced
+        like the turn; written once (a re-executed turn finds them written)."""
+        sid = spec["session_id"]
+        stmts = [sessions.lock_running_stmt(sid, spec["run_seq"]), *result_stmts(spec, results)]
+
+        async def write() -> None:
+            try:
+                await pg.script(self.ds.engine, stmts)
+            except psycopg.errors.UniqueViolation:
+                return  # an earlier execution of this turn wrote them (all or nothing)
+            except psycopg.Error as exc:
+                if sessions.is_fence(exc):
+                    raise sessions.RunFenced(sid) from None
+                raise
+
+        await calls.retry_transient("record results", write)
+        self.announce(spec)
+
     async def record_turn(
         self,
         spec: RunSpec,

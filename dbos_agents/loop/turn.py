@@ -107,8 +107,15 @@ async def model_turn(
         # Outside the workflow's DBOS context, as a tool handler: an adapter's DBOS calls
         # cannot shift the workflow's operation ids.
         logged = None
-        if not new and streams():  # an earlier execution may have streamed part of it
-            logged = await ledger.logged_deltas(spec, turn)
+        if streams():
+            if previous:  # shown before the reply that reads them
+                try:
+                    await ledger.record_results(spec, previous)
+                except RunFenced:
+                    raise RunInterrupted(f"turn {turn}") from None
+                previous = []
+            if not new:  # an earlier execution may have streamed part of this turn
+                logged = await ledger.logged_deltas(spec, turn)
         reply = await _dbos.outside_workflow(respond(spec, turn, req, logged))
         response = reply.response
         crash_point("model_answered")

@@ -89,6 +89,10 @@ async def test_a_tool_call_cut_mid_arguments_is_withdrawn_and_comes_whole(
     assert [c.tool for c in calls] == ["get_order"], "the call ran once, whole"
     text = "".join(r.text for r in rows if r.kind == "text")
     assert _assistant_texts(client, sid)[0] == text == "Let me look that order up for you. "
+    # The tool's result is committed before the reply that reads it streams.
+    tool_seq = next(m.seq for m in client.history(sid) if m.role == "tool")
+    answer = [r for r in _deltas(integration_database_url, sid) if r.turn == 2]
+    assert answer and min(r.after_seq for r in answer) >= tool_seq
 
 
 async def test_a_reply_that_fails_for_good_is_withdrawn(
