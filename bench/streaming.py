@@ -64,7 +64,8 @@ async def _read(http: httpx.AsyncClient, url: str, token: str, out: list[float])
 
 
 async def latency_round(base: str, n: int, pieces: int) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+    # No keep-alive: a POST's connection idle past uvicorn's 5 s keep-alive is closed under it.
+    limits = httpx.Limits(max_connections=2 * n + 10, max_keepalive_connections=0)
     async with httpx.AsyncClient(timeout=httpx.Timeout(120.0), limits=limits) as http:
 
         async def one(i: int, out: list[float]) -> int:
@@ -123,7 +124,7 @@ def latency(
         ],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "w"),  # noqa: SIM115
     )
     base = f"http://127.0.0.1:{port}"
     try:
