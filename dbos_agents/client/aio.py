@@ -31,7 +31,7 @@ from ..store.unavailable import translate
 from .live import Progress, cursor_of
 from .scope import Scope
 from .sync import AgentClient
-from .watch import AsyncSessionWatch
+from .watch import AsyncSessionWatch, LiveWatch
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -165,6 +165,12 @@ class AsyncAgentClient:
         listener = await _off_loop(self._sync.watches.listener)
         return AsyncSessionWatch(listener, session_id)
 
+    async def live_watch(self, session_id: str) -> LiveWatch:
+        """A live stream's wait (``LiveWatch``): a watch on the session and a subscription
+        to this client's delta feed. Make it before the stream's first read."""
+        watch = await self.watch(session_id)
+        return LiveWatch(watch, self._sync.watches.feed, session_id)
+
     def stream(
         self,
         session_id: str,
@@ -185,7 +191,7 @@ class AsyncAgentClient:
     ) -> AsyncIterator[SessionEvent]:
         deadline = math.inf if for_sec is None else time.monotonic() + for_sec
         progress = Progress(start, follow)
-        async with await self.watch(session_id) as watch:
+        async with await self.live_watch(session_id) as live:
             while True:
                 batch = await self.read_events(session_id, progress.cursor)
                 events, step = progress.take(batch)
@@ -195,10 +201,14 @@ class AsyncAgentClient:
                     return
                 if step == "more":
                     continue
-                left = deadline - time.monotonic()
-                if left <= 0:
+                while (left := deadline - time.monotonic()) > 0:
+                    rows = await live.wait(min(poll, left), progress.cursor)
+                    if rows is None:
+                        break  # read in full
+                    for event in progress.shown(rows):
+                        yield event
+                else:
                     return
-                await watch.wait(min(poll, left))
 
     async def wait(
         self,

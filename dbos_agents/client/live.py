@@ -25,6 +25,7 @@ from ..outcome import TERMINAL, SessionInfo
 from ..records import SessionEvents, StatusEvent
 from ..settings import Settings
 from ..store import events as event_log
+from ..store.merge import LoggedDelta, merge
 from ..store.unavailable import translated
 from .scope import Scope
 from .watch import SessionWatch
@@ -68,6 +69,13 @@ class Progress:
             self.reported = (st.status, st.run_seq)
             events.append(st)
         return events, "wait"
+
+
+    def shown(self, rows: list[LoggedDelta]) -> list[SessionEvent]:
+        """New deltas handed over between full reads (``LiveWatch``), as events."""
+        merged = merge(self.cursor, [], rows, limit=len(rows) + 1)
+        self.cursor = merged.cursor
+        return merged.events
 
 
 def cursor_of(after: str | Cursor | None) -> Cursor:

@@ -74,7 +74,7 @@ class AgentClient(LiveReads):
         self.engine: sa.Engine = create_sync_engine(url, connect_timeout=s.connect_timeout_sec)
         self._scope: Scope | None = None
         self._owns = True
-        self.watches = Watches(url, s.connect_timeout_sec)
+        self.watches = Watches(url, s.connect_timeout_sec, self.engine)
         """The async client's shared LISTEN connection (``watch.py``), opened on first use."""
 
     # --- scope --------------------------------------------------------------------------

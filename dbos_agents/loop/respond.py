@@ -127,7 +127,7 @@ class TurnStream:
             name=name,
         )
         self.part += 1
-        self.announcer.append(self.spec["session_id"], self.spec["root_session_id"], [row])
+        self.announcer.append(self.spec["session_id"], [row])
 
 
 async def respond(

@@ -86,7 +86,7 @@ async def stream_events(
     yield ServerSentEvent(retry=RETRY_MS, sep=SEP)
     started = time.monotonic()
     progress = Progress(after, follow)
-    async with await client.watch(session_id) as watch:
+    async with await client.live_watch(session_id) as live:
         while True:
             try:
                 batch = await client.read_events(session_id, progress.cursor)
@@ -110,7 +110,19 @@ async def stream_events(
             if generation is not None and batch.token_generation != generation:
                 yield sse("expired", '{"reason": "token revoked"}')
                 return
-            left = [options.poll_interval, options.max_duration - elapsed]
-            if valid_until is not None:
-                left.append(valid_until - clock())
-            await watch.wait(max(0.01, min(left)))
+            # New deltas are shown as the feed hands them over; anything else (or the
+            # safety net's timer) ends the wait with a full read, and its checks above.
+            while True:
+                left = [options.poll_interval, options.max_duration - elapsed]
+                if valid_until is not None:
+                    left.append(valid_until - clock())
+                rows = await live.wait(max(0.01, min(left)), progress.cursor)
+                if rows is None:
+                    break
+                for e in progress.shown(rows):
+                    yield encode(e)
+                elapsed = time.monotonic() - started
+                if elapsed >= options.max_duration or (
+                    valid_until is not None and clock() >= valid_until
+                ):
+                    break  # the checks above

@@ -36,15 +36,26 @@ CHANNELS = (CHANNEL, runs.CHANNEL)
 """What a reader of one session listens on."""
 
 
-def session_of(channel: str, payload: str) -> str:
-    """The session a notification on ``CHANNELS`` is about (a run's end names its run)."""
+DELTAS = "+"
+"""A payload's prefix when only new deltas were written (nothing committed changed): a
+reader that is up to date on messages may read just those (``client.feed``)."""
+
+
+def key_of(channel: str, payload: str) -> str:
+    """The session a notification on ``CHANNELS`` is about (a run's end names its run),
+    with ``DELTAS`` in front when it announces only new deltas."""
     return payload.split(":", 1)[1] if channel == runs.CHANNEL else payload
 
 
-def notify_stmt(session_ids: list[str]) -> pg.Stmt:
+def session_of(channel: str, payload: str) -> str:
+    """The session a notification on ``CHANNELS`` is about, whatever it announces."""
+    return key_of(channel, payload).removeprefix(DELTAS)
+
+
+def notify_stmt(payloads: list[str]) -> pg.Stmt:
     return (
         f"SELECT pg_notify('{CHANNEL}', s) FROM unnest(CAST(:ids AS text[])) AS s",
-        {"ids": session_ids},
+        {"ids": payloads},
     )
 
 
@@ -67,10 +78,9 @@ class Announcer:
         self._queued.update(session_ids)
         self._kick()
 
-    def append(self, session_id: str, root_session_id: str, rows: list[deltas.Delta]) -> None:
+    def append(self, session_id: str, rows: list[deltas.Delta]) -> None:
         """Deltas of a turn of ``session_id``, shown to readers with the next batch."""
         self._rows.setdefault(session_id, []).extend(rows)
-        self._queued.update((session_id, root_session_id))
         self._kick()
 
     async def settle(self, session_id: str) -> list[deltas.Delta]:
@@ -100,9 +110,10 @@ class Announcer:
         queued, self._queued = sorted(self._queued), set()
         if not rows and not queued:
             return
-        stmts = [deltas.insert_stmt(sid, r) for sid, r in rows.items() if r]
-        if queued:
-            stmts.append(notify_stmt(queued))
+        stmts = [deltas.insert_many_stmt(rows)] if any(rows.values()) else []
+        payloads = queued + sorted(DELTAS + s for s, r in rows.items() if r and s not in queued)
+        if payloads:
+            stmts.append(notify_stmt(payloads))
         self._flushing = asyncio.get_running_loop().create_future()
         try:
             await pg.script(self._engine, stmts)

@@ -11,7 +11,7 @@ appended twice (a flush retried after an unknown outcome) changes nothing:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,34 +39,43 @@ class Delta:
 
 def insert_stmt(session_id: str, rows: Sequence[Delta]) -> Stmt:
     """Append ``rows`` (in order) after the session's last message."""
+    return insert_many_stmt({session_id: rows})
+
+
+def insert_many_stmt(by_session: Mapping[str, Sequence[Delta]]) -> Stmt:
+    """Append each session's rows (in order) after its last message: one statement for a
+    whole batch, however many sessions stream."""
+    pairs = [(sid, r) for sid, rows in by_session.items() for r in rows]
     return (
         f"INSERT INTO {S}.deltas (session_id, after_seq, run_seq, turn, attempt, part, kind,"
         " tool_index, tool_call_id, name, text)"
-        f" SELECT :s, (SELECT coalesce(max(seq), 0) FROM {S}.messages WHERE session_id = :s),"
+        " SELECT r.session_id, (SELECT coalesce(max(m.seq), 0)"
+        f" FROM {S}.messages m WHERE m.session_id = r.session_id),"
         " r.run_seq, r.turn, r.attempt, r.part, r.kind, r.tool_index, r.tool_call_id, r.name,"
-        " r.text FROM unnest(CAST(:runs AS bigint[]), CAST(:turns AS int[]),"
-        " CAST(:attempts AS int[]), CAST(:parts AS int[]), CAST(:kinds AS text[]),"
-        " CAST(:tools AS int[]), CAST(:ids AS text[]), CAST(:names AS text[]),"
-        " CAST(:texts AS text[])) WITH ORDINALITY"
-        " AS r(run_seq, turn, attempt, part, kind, tool_index, tool_call_id, name, text, n)"
-        " ORDER BY r.n"
+        " r.text FROM unnest(CAST(:sids AS text[]), CAST(:runs AS bigint[]),"
+        " CAST(:turns AS int[]), CAST(:attempts AS int[]), CAST(:parts AS int[]),"
+        " CAST(:kinds AS text[]), CAST(:tools AS int[]), CAST(:ids AS text[]),"
+        " CAST(:names AS text[]), CAST(:texts AS text[])) WITH ORDINALITY"
+        " AS r(session_id, run_seq, turn, attempt, part, kind, tool_index, tool_call_id, name,"
+        " text, n) ORDER BY r.n"
         " ON CONFLICT (session_id, run_seq, turn, attempt, part) DO NOTHING",
         {
-            "s": session_id,
-            "runs": [r.run_seq for r in rows],
-            "turns": [r.turn for r in rows],
-            "attempts": [r.attempt for r in rows],
-            "parts": [r.part for r in rows],
-            "kinds": [r.kind for r in rows],
-            "tools": [r.tool_index for r in rows],
-            "ids": [r.tool_call_id for r in rows],
-            "names": [r.name for r in rows],
-            "texts": [r.text for r in rows],
+            "sids": [sid for sid, _ in pairs],
+            "runs": [r.run_seq for _, r in pairs],
+            "turns": [r.turn for _, r in pairs],
+            "attempts": [r.attempt for _, r in pairs],
+            "parts": [r.part for _, r in pairs],
+            "kinds": [r.kind for _, r in pairs],
+            "tools": [r.tool_index for _, r in pairs],
+            "ids": [r.tool_call_id for _, r in pairs],
+            "names": [r.name for _, r in pairs],
+            "texts": [r.text for _, r in pairs],
         },
     )
 
 
 _COLUMNS = "attempt, part, kind, text, tool_index, tool_call_id, name"
+_PREFIXED = ", ".join(f"d.{c.strip()}" for c in _COLUMNS.split(","))
 
 
 def logged_stmt(session_id: str, run_seq: int, turn: int) -> Stmt:
@@ -130,4 +139,16 @@ def read_stmt(session_id: str, after_id: int, limit: int, from_seq: int = 0) -> 
         f"SELECT id, after_seq, run_seq, turn, {_COLUMNS} FROM {S}.deltas"
         " WHERE session_id = :s AND id > :d AND after_seq >= :f ORDER BY id LIMIT :n",
         {"s": session_id, "d": after_id, "n": limit, "f": from_seq},
+    )
+
+
+def feed_stmt(after: Mapping[str, int]) -> Stmt:
+    """The deltas of several sessions, each after its own id, in order (the HTTP server's
+    one read for every stream it holds, ``client.feed``)."""
+    return (
+        f"SELECT d.session_id, d.id, d.after_seq, d.run_seq, d.turn, {_PREFIXED}"
+        f" FROM unnest(CAST(:sids AS text[]), CAST(:afters AS bigint[])) AS a(sid, after_id)"
+        f" JOIN {S}.deltas d ON d.session_id = a.sid AND d.id > a.after_id"
+        " ORDER BY d.session_id, d.id",
+        {"sids": list(after), "afters": list(after.values())},
     )

@@ -244,7 +244,7 @@ def respond(request: ModelRequest) -> str | ModelResponse:
         if turn == 0:
             return calls(call("ugly_charge", {"order_id": UGLY}))
         return f"ugly saw {_last_tool(request)} and says {UGLY}"
-    if agent in ("streamer", "stream_cut", "stream_fail"):
+    if agent in ("streamer", "slow_streamer", "stream_cut", "stream_fail"):
         return LONG_REPLY
     if agent == "stream_cut_tool":
         if turn == 0:
@@ -276,6 +276,7 @@ AGENTS = [
     Agent("ugly", tools=[ugly_charge]),
     Agent("booker", tools=[book]),
     Agent("streamer"),
+    Agent("slow_streamer"),
     Agent("stream_cut"),
     Agent("stream_cut_tool", tools=[get_order]),
     Agent("stream_fail"),

@@ -1,13 +1,14 @@
 """The integration model, streaming: ``ScriptedModel`` with scripted cuts for a few agents.
 
 ``stream_cut`` streams part of its reply, then the connection "drops" once
-(``TransientModelError``); ``stream_cut_tool`` does so in the middle of a tool call's
+(``TransientModelError``); ``slow_streamer`` writes a piece every 20 ms; ``stream_cut_tool`` does so in the middle of a tool call's
 arguments; ``stream_fail`` fails for good mid-reply (``ModelError``). Every request is
 kept in ``ASKED`` so tests can check what a continuation was asked.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -59,6 +60,11 @@ class StreamedScript:
             CUTS[key] += 1
             first = CUTS[key] == 1
         agent = request.agent
+        if agent == "slow_streamer":  # a piece every 20 ms, as a model writes
+            async for event in self.inner.stream(request):
+                await asyncio.sleep(0.02)
+                yield event
+            return
         if agent not in ("stream_cut", "stream_cut_tool", "stream_fail") or not first:
             async for event in self.inner.stream(request):
                 yield event

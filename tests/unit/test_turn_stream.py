@@ -18,7 +18,7 @@ class Collect:
     def __init__(self) -> None:
         self.rows: list[deltas.Delta] = []
 
-    def append(self, session_id: str, root: str, rows: list[deltas.Delta]) -> None:
+    def append(self, session_id: str, rows: list[deltas.Delta]) -> None:
         self.rows.extend(rows)
 
 
