@@ -117,9 +117,9 @@ _DANGLING = {
 class Ledger:
     """The workflow's writes, bound to one datasource (one per worker process)."""
 
-    def __init__(self, ds: AsyncSQLAlchemyDatasource) -> None:
+    def __init__(self, ds: AsyncSQLAlchemyDatasource, flush_sec: float = 0.01) -> None:
         self.ds = ds
-        self.announcer = Announcer(ds.engine)
+        self.announcer = Announcer(ds.engine, flush_sec)
         """Readers of a session hear of each write the ledger commits (``store.announce``)."""
         tx = ds.transaction
         rc: Literal["READ COMMITTED"] = "READ COMMITTED"
