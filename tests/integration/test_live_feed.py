@@ -55,3 +55,19 @@ async def test_streams_fed_between_reads_show_what_a_full_read_shows(
         assert len(cursors) == len(set(cursors)), "an event was shown twice"
         after = [e async for e in aclient.stream(sid, follow=False)]
         assert [_key(e) for e in events] == [_key(e) for e in after]
+
+
+async def test_two_hundred_sessions_stream_at_once_on_one_worker(
+    runtime: AgentRuntime, aclient: AsyncAgentClient
+) -> None:
+    """200 replies streaming at once on the one worker, each followed by its own stream:
+    every reader sees its reply exactly once, and it is the stored message."""
+    sids = await asyncio.gather(*(aclient.start("slow_streamer", f"many {i}") for i in range(200)))
+    live = await asyncio.gather(*(_follow(aclient, sid) for sid in sids))
+    for events in live:
+        deltas = [e for e in events if isinstance(e, DeltaEvent)]
+        assert "".join(d.text for d in deltas) == LONG_REPLY
+        assert len({d.cursor for d in deltas}) == len(deltas)
+        reply = [e for e in events if isinstance(e, MessageEvent) and e.role == "assistant"]
+        assert [m.content for m in reply] == [LONG_REPLY]
+        assert isinstance(events[-1], StatusEvent) and events[-1].status == "completed"
