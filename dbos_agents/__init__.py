@@ -27,6 +27,15 @@ from .errors import (
     UnknownAgentError,
     UnsupportedDBOSError,
 )
+from .events import (
+    Cursor,
+    DeltaEvent,
+    MessageEvent,
+    PendingEvent,
+    RetractEvent,
+    SessionEvent,
+    ToolCallPiece,
+)
 from .messages import Message, ModelResponse, ToolCall, Usage
 from .outcome import RunOutcome, SessionInfo
 from .records import (
@@ -72,6 +81,13 @@ __all__ = [
     "SessionHandle",
     "Settings",
     # data
+    "Cursor",
+    "DeltaEvent",
+    "MessageEvent",
+    "PendingEvent",
+    "RetractEvent",
+    "SessionEvent",
+    "ToolCallPiece",
     "HistoryEntry",
     "InterruptOutcome",
     "PendingCall",

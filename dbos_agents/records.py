@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel
 
@@ -87,6 +87,7 @@ class ToolCallRecord(BaseModel):
 class StatusEvent(BaseModel):
     """Where a session's current run stands (the data of an SSE ``status`` event)."""
 
+    event: ClassVar[str] = "status"
     status: SessionStatus
     run_seq: int
     final_output: str | None

@@ -1,21 +1,22 @@
-"""``follow``: a session's messages as they are written, until its run ends or Ctrl-C.
+"""``follow``: a session's live log as it is written, until its run ends or Ctrl-C.
 
-The event source is the HTTP API's (``AgentClient.events``): the session's status, then its
-messages after a sequence number, read in that order, so a terminal status is never seen
-before the messages of the run it ends. It reads again when the worker announces a change
-(``AgentClient.watch``), with a slow timer as the safety net. Waits on a client tool or
-approval of the session's tree are announced once each, with the command that answers them.
+The log is ``AgentClient.stream``'s (``read_events`` driven by ``Progress``, read here
+directly so the spinner can show the status between reads): a reply's text is printed as
+the model writes it, and its message, when it comes, adds only its tool calls. Waits on a
+client tool or approval come as ``pending`` events, right after the message that opened
+them, with the command that answers them.
 """
 
 from __future__ import annotations
 
 import typer
+from rich.status import Status
 from rich.text import Text
 
 from ..client import AgentClient
-from ..errors import SessionNotFoundError
-from ..outcome import TERMINAL
-from ..store.events import BATCH
+from ..client.live import Progress, cursor_of
+from ..events import DeltaEvent, MessageEvent, PendingEvent, RetractEvent, SessionEvent
+from ..records import StatusEvent
 from . import render
 from .base import EXIT_CODES, emit, err, out
 
@@ -25,60 +26,99 @@ HINTS = {
 }
 
 
+class Printer:
+    """Human output: streamed text on one line (the spinner stopped meanwhile)."""
+
+    def __init__(self, spinner: Status, full: bool) -> None:
+        self.spinner, self.full = spinner, full
+        self.run = -1
+        self.live = False
+        """A reply's text is being printed (its line is open)."""
+        self.streamed = False
+        """The next assistant message's text was printed as it streamed (the previous
+        turn's tool results, committed with the turn, may come in between)."""
+
+    def _open(self) -> None:
+        if not self.live:
+            self.spinner.stop()
+            out.print(Text("assistant > ", style=render.ROLE_STYLE["assistant"]), end="")
+            self.live = True
+
+    def close(self) -> None:
+        if self.live:
+            out.print()
+            self.live = False
+            self.spinner.start()
+
+    def show(self, e: SessionEvent) -> None:
+        if isinstance(e, DeltaEvent):
+            if e.text:  # tool-call pieces show whole, with the message
+                self._open()
+                self.streamed = True
+                out.print(e.text, end="", markup=False, highlight=False)
+                out.file.flush()
+        elif isinstance(e, RetractEvent):
+            if e.tool_index is None and self.streamed:
+                self.close()
+                self.streamed = False
+                out.print(Text("[withdrawn]", style="dim"))
+        elif isinstance(e, MessageEvent):
+            streamed = self.streamed and e.role == "assistant"
+            if e.role == "assistant":
+                self.streamed = False
+            self.close()
+            if e.run_seq != self.run:
+                out.print(render.run_header(e.run_seq))
+                self.run = e.run_seq
+            if not streamed:
+                out.print(render.message(e, full=self.full))
+            elif e.tool_calls:
+                out.print(render.tool_calls(e, full=self.full))
+        elif isinstance(e, PendingEvent):
+            self.close()
+            out.print(render.waiting(e), soft_wrap=True)
+        else:
+            self.close()
+            out.print(render.final_status(e.status, e.error, e.final_output))
+
+
 def follow(
     client: AgentClient,
     session_id: str,
     *,
-    after: int = 0,
+    after: int | str = 0,
     as_json: bool = False,
     full: bool = False,
     poll: float = 5.0,
 ) -> str:
-    """Print messages with ``seq > after`` as they come; return the status the run ended in.
-    ``poll``: the safety net's interval (changes wake it at once).
-    With ``as_json``: JSON lines ``{"event": "message"|"waiting"|"status", ...}``."""
-    root = client.session(session_id).root_session_id
-    announced: set[str] = set()
-    last, run = after, -1
+    """Print the log after ``after`` (a message seq or a cursor ``N.D``) as it comes;
+    return the status the run ended in. ``poll``: the safety net's interval (changes wake
+    it at once). With ``as_json``: JSON lines, each event with its ``"event"`` name."""
+    progress = Progress(cursor_of(str(after)), follow=True)
     # The spinner shares the console that prints, so rich keeps it below the messages.
     with (
         client.watch(session_id) as watch,
         (err if as_json else out).status("", spinner="dots") as spinner,
     ):
+        printer = Printer(spinner, full)
         try:
             while True:
-                snap = client.events(session_id, last)
-                for m in snap.messages:
+                batch = client.read_events(session_id, progress.cursor)
+                events, step = progress.take(batch)
+                for e in events:
                     if as_json:
-                        emit({"event": "message", **m.model_dump(mode="json")})
+                        emit({"event": e.event, **e.model_dump(mode="json")})
                     else:
-                        if m.run_seq != run:
-                            out.print(render.run_header(m.run_seq))
-                        out.print(render.message(m, full=full))
-                    last, run = m.seq, m.run_seq
-                if len(snap.messages) == BATCH:  # a full batch: more to catch up on
+                        printer.show(e)
+                    if isinstance(e, StatusEvent):
+                        return e.status
+                if step == "more":
                     continue
-                st = snap.status
-                if st is None:
-                    raise SessionNotFoundError(session_id)
-                if st.status in TERMINAL:
-                    if as_json:
-                        emit({"event": "status", **st.model_dump(mode="json")})
-                    else:
-                        out.print(render.final_status(st.status, st.error, st.final_output))
-                    return st.status
-                for p in client.pending(session_id=root):
-                    if p.tool_call_id in announced:
-                        continue
-                    announced.add(p.tool_call_id)
-                    if as_json:
-                        emit({"event": "waiting", **p.model_dump(mode="json")})
-                    else:
-                        out.print(render.waiting(p), soft_wrap=True)
-                spinner.update(HINTS.get(st.status, st.status))
+                spinner.update(HINTS.get(batch.status.status, batch.status.status))
                 watch.wait(poll)
         except KeyboardInterrupt:
             if not as_json:
+                printer.close()
                 err.print(Text("stopped following; the session goes on", style="dim"))
             raise typer.Exit(EXIT_CODES["interrupted"]) from None
 

@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..events import PendingEvent
 from ..outcome import SessionInfo
 from ..records import HistoryEntry, PendingCall, ToolCallRecord
 
@@ -57,6 +58,17 @@ def message(m: HistoryEntry, *, full: bool = False) -> Text:
     line.append(text if m.role == "system" else _clip(text, full), style=_dim(m.role))
     for i, c in enumerate(m.tool_calls):
         line.append("\n  -> " if text or i else "-> ", style="bold")
+        line.append(c.name, style="bold")
+        line.append(f"({_clip(c.arguments, full)}) ")
+        line.append(f"[{c.id}]", style="dim")
+    return line
+
+
+def tool_calls(m: HistoryEntry, *, full: bool = False) -> Text:
+    """Only a message's tool calls (its text was already shown as it streamed)."""
+    line = Text()
+    for i, c in enumerate(m.tool_calls):
+        line.append("\n  -> " if i else "  -> ", style="bold")
         line.append(c.name, style="bold")
         line.append(f"({_clip(c.arguments, full)}) ")
         line.append(f"[{c.id}]", style="dim")
@@ -128,7 +140,7 @@ def ledger(calls: list[ToolCallRecord]) -> Table:
     return table
 
 
-def waiting(p: PendingCall) -> Text:
+def waiting(p: PendingCall | PendingEvent) -> Text:
     """A pending call and the command that answers it."""
     answer = "--approve (or --deny)" if p.kind == "approval" else "--result '<json>'"
     line = Text("waiting for ", style="yellow")

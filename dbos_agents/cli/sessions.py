@@ -164,15 +164,18 @@ def show(
 @command("follow", panel="Sessions")
 def follow_command(
     session_id: str = typer.Argument(...),
-    after: int = typer.Option(0, "--after", min=0, help="skip messages up to this seq"),
+    after: str = typer.Option(
+        "0", "--after", help='resume after this cursor: a message seq, or "N.D" from --json'
+    ),
     full: bool = Full,
     database_url: str | None = DbUrl,
     as_json: bool = AsJson,
 ) -> None:
-    """Print a session's messages, then new ones live, until its run ends (or Ctrl-C).
+    """Print a session's messages, then its replies live as they are written, until its
+    run ends (or Ctrl-C).
 
     Exit 0 if the run completed, 13 if it ended otherwise, 130 on Ctrl-C. With --json:
-    JSON lines, each {"event": "message" | "waiting" | "status", ...}.
+    JSON lines, each {"event": "delta" | "retract" | "message" | "pending" | "status", ...}.
     """
     with open_client(database_url) as client:
         exit_for(follow(client, session_id, after=after, as_json=as_json, full=full))

@@ -6,14 +6,15 @@ and runs in a worker thread (``anyio.to_thread``, the pool Starlette uses). Why 
 class and not ``*_async`` methods on ``AgentClient``: an async caller should not be one
 typo away from a blocking call on its event loop. A call once started runs to its end
 even if the awaiting task is cancelled: a submit is never left half-done by a cancelled
-request. ``wait`` holds no thread between its reads.
+request. ``wait`` and ``stream`` hold no thread between their reads.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
@@ -22,13 +23,15 @@ import sqlalchemy as sa
 
 from .. import storable
 from ..errors import SessionNotFoundError
+from ..events import Cursor, SessionEvent
 from ..outcome import TERMINAL, SessionInfo
 from ..settings import Settings
 from ..store.db import ping
 from ..store.unavailable import translate
+from .live import Progress, cursor_of
 from .scope import Scope
 from .sync import AgentClient
-from .watch import AsyncSessionWatch
+from .watch import AsyncSessionWatch, LiveWatch
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -141,6 +144,7 @@ class AsyncAgentClient:
     session = _awaited(AgentClient.session)
     sessions = _awaited(AgentClient.sessions)
     events = _awaited(AgentClient.events)
+    read_events = _awaited(AgentClient.read_events)
     history = _awaited(AgentClient.history)
     tool_calls = _awaited(AgentClient.tool_calls)
     submit_tool_result = _awaited(AgentClient.submit_tool_result)
@@ -160,6 +164,51 @@ class AsyncAgentClient:
         await self.session(session_id)
         listener = await _off_loop(self._sync.watches.listener)
         return AsyncSessionWatch(listener, session_id)
+
+    async def live_watch(self, session_id: str) -> LiveWatch:
+        """A live stream's wait (``LiveWatch``): a watch on the session and a subscription
+        to this client's delta feed. Make it before the stream's first read."""
+        watch = await self.watch(session_id)
+        return LiveWatch(watch, self._sync.watches.feed, session_id)
+
+    def stream(
+        self,
+        session_id: str,
+        after: str | None = None,
+        *,
+        follow: bool = True,
+        timeout: float | None = None,
+        poll: float = 5.0,
+    ) -> AsyncIterator[SessionEvent]:
+        """``AgentClient.stream`` as an async iterator: it holds no thread while it waits
+        (the client's shared LISTEN connection wakes it). Checks the session (and this
+        client's scope) when iteration starts."""
+        storable.check_id(session_id, "session_id")
+        return self._streamed(session_id, cursor_of(after), follow, timeout, poll)
+
+    async def _streamed(
+        self, session_id: str, start: Cursor, follow: bool, for_sec: float | None, poll: float
+    ) -> AsyncIterator[SessionEvent]:
+        deadline = math.inf if for_sec is None else time.monotonic() + for_sec
+        progress = Progress(start, follow)
+        async with await self.live_watch(session_id) as live:
+            while True:
+                batch = await self.read_events(session_id, progress.cursor)
+                events, step = progress.take(batch)
+                for event in events:
+                    yield event
+                if step == "end":
+                    return
+                if step == "more":
+                    continue
+                while (left := deadline - time.monotonic()) > 0:
+                    rows = await live.wait(min(poll, left), progress.cursor)
+                    if rows is None:
+                        break  # read in full
+                    for event in progress.shown(rows):
+                        yield event
+                else:
+                    return
 
     async def wait(
         self,

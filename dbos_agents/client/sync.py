@@ -4,7 +4,8 @@ and importing it loads no workflow.
 It needs only the database URL: starting or continuing a session enqueues the run on the
 agent queue (any worker picks it up) in the same transaction that records the session row.
 Every method turns a database that does not answer into ``DatabaseUnavailableError``
-(``store/unavailable.py``). ``for_identity`` and ``for_tenant`` return the same class
+(``store/unavailable.py``). Reads of a live session (``events``, ``stream``, ``watch``,
+``wait``) are in ``live.py``. ``for_identity`` and ``for_tenant`` return the same class
 narrowed to a ``Scope``; ``AsyncAgentClient`` (``aio.py``) awaits these same methods.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 
 import sqlalchemy as sa
 from dbos import DBOSClient
@@ -26,30 +26,29 @@ from ..errors import (
     SessionNotFoundError,
 )
 from ..messages import JSONValue
-from ..outcome import TERMINAL, SessionInfo, SessionStatus
+from ..outcome import SessionInfo, SessionStatus
 from ..records import (
     HistoryEntry,
     InterruptOutcome,
     PendingCall,
     PendingKind,
-    SessionEvents,
     SubmitOutcome,
     ToolCallRecord,
 )
 from ..settings import Settings
 from ..store import calls, queries, transcript
-from ..store import events as event_log
 from ..store import pending as pending_rows
 from ..store import sessions as session_rows
 from ..store.db import create_sync_engine, ping, sqlalchemy_url
 from ..store.migrate import prepare_database
 from ..store.unavailable import translate, translated
 from . import submit
+from .live import LiveReads
 from .scope import Scope
-from .watch import SessionWatch, Watches
+from .watch import Watches
 
 
-class AgentClient:
+class AgentClient(LiveReads):
     """Start sessions and read their state from any process that can reach Postgres."""
 
     def __init__(
@@ -75,7 +74,7 @@ class AgentClient:
         self.engine: sa.Engine = create_sync_engine(url, connect_timeout=s.connect_timeout_sec)
         self._scope: Scope | None = None
         self._owns = True
-        self.watches = Watches(url, s.connect_timeout_sec)
+        self.watches = Watches(url, s.connect_timeout_sec, self.engine)
         """The async client's shared LISTEN connection (``watch.py``), opened on first use."""
 
     # --- scope --------------------------------------------------------------------------
@@ -229,23 +228,6 @@ class AgentClient:
         )
 
     @translated
-    def events(
-        self, session_id: str, after_seq: int = 0, *, limit: int = event_log.BATCH
-    ) -> SessionEvents:
-        """The session's status, then up to ``limit`` messages with ``seq > after_seq``
-        (what ``dbos-agents follow`` and the HTTP event stream poll). ``status`` is
-        ``None`` when there is no such session; a full batch means read again."""
-        storable.check_id(session_id, "session_id")
-        storable.check_int(after_seq, "after_seq", 0)
-        storable.check_int(limit, "limit", 1, event_log.BATCH)
-        read = event_log.read_since(self.engine, session_id, after_seq, limit)
-        if self._scope is not None:
-            if read.identity is None:
-                raise SessionNotFoundError(session_id)
-            self._scope.check(session_id, *read.identity)
-        return read.events
-
-    @translated
     def history(self, session_id: str) -> list[HistoryEntry]:
         self._own(session_id)
         return transcript.history(self.engine, session_id)
@@ -254,35 +236,6 @@ class AgentClient:
     def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
         self._own(session_id)
         return calls.list_for_session(self.engine, session_id)
-
-    @translated
-    def watch(self, session_id: str) -> SessionWatch:
-        """A watch on the session: ``watch.wait(timeout)`` returns True as soon as the
-        worker commits a change to it (a message, a status, a run's end), False after
-        ``timeout`` seconds. Read what you show after making it and after each wake.
-        It holds a connection of its own: use it as a context manager."""
-        self._own(session_id)
-        return SessionWatch(self.database_url, session_id, self.settings.connect_timeout_sec)
-
-    @translated
-    def wait(self, session_id: str, *, timeout: float = 60.0, poll: float = 5.0) -> SessionInfo:
-        """Until the session's current run ends; raises ``TimeoutError``. Woken by the
-        run's end; ``poll`` is only the safety net's interval (a lost notification)."""
-        storable.check_id(session_id, "session_id")
-        deadline = time.monotonic() + timeout
-        with SessionWatch(self.database_url, session_id, self.settings.connect_timeout_sec) as w:
-            while True:
-                try:
-                    info: SessionInfo | None = self._own(session_id)
-                except SessionNotFoundError:
-                    info = None
-                if info is not None and info.status in TERMINAL:
-                    return info
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    state = info.status if info else "not started"
-                    raise TimeoutError(f"session {session_id} still {state} after {timeout}s")
-                w.wait(min(poll, left))
 
     # --- waits: submits, approvals, interrupts ----------------------------------------------
 

@@ -15,10 +15,14 @@ import threading
 import time
 
 import psycopg
+import sqlalchemy as sa
 
+from ..events import Cursor
 from ..store import announce
 from ..store.db import libpq_url
 from ..store.listen import Listener
+from ..store.merge import LoggedDelta
+from .feed import DeltaFeed
 
 
 class SessionWatch:
@@ -74,13 +78,15 @@ class SessionWatch:
 
 
 class Watches:
-    """One LISTEN connection shared by an async client's watches, opened on first use."""
+    """One LISTEN connection shared by an async client's watches, opened on first use, and
+    the delta feed of its live streams (``feed.py``)."""
 
-    def __init__(self, database_url: str, connect_timeout_sec: float) -> None:
+    def __init__(self, database_url: str, connect_timeout_sec: float, engine: sa.Engine) -> None:
         self._url = libpq_url(database_url)
         self._connect_timeout = connect_timeout_sec
         self._lock = threading.Lock()
         self._listener: Listener | None = None
+        self.feed = DeltaFeed(engine)
 
     def listener(self) -> Listener:
         with self._lock:
@@ -89,7 +95,8 @@ class Watches:
                     self._url,
                     announce.CHANNELS,
                     connect_timeout_sec=self._connect_timeout,
-                    key=announce.session_of,
+                    key=announce.key_of,
+                    tap=self.feed.heard,
                 )
                 self._listener.start()
                 # Listening before the first watch is armed, so its first wake is news
@@ -103,6 +110,7 @@ class Watches:
             listener, self._listener = self._listener, None
         if listener is not None:
             listener.stop()
+        self.feed.close()
 
 
 class AsyncSessionWatch:
@@ -119,13 +127,64 @@ class AsyncSessionWatch:
         done, _ = await asyncio.wait({self._note}, timeout=timeout)
         if not done:
             return False
-        self._note = self._listener.waiter(self.session_id)  # before the caller reads again
+        self.rearm()  # before the caller reads again
         return True
+
+    @property
+    def note(self) -> asyncio.Future[None]:
+        """Resolved at the next change (for waiting on it with other things)."""
+        return self._note
+
+    def fired(self) -> bool:
+        return self._note.done()
+
+    def rearm(self) -> None:
+        """After a wake: wait for the next change."""
+        self._note = self._listener.waiter(self.session_id)
 
     def close(self) -> None:
         self._listener.discard(self.session_id, self._note)
 
     async def __aenter__(self) -> AsyncSessionWatch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LiveWatch:
+    """A stream's wait between full reads: its session's watch (a committed change) and
+    its feed subscription (new deltas). Make it before the first full read."""
+
+    def __init__(self, watch: AsyncSessionWatch, feed: DeltaFeed, session_id: str) -> None:
+        self.watch = watch
+        self._feed = feed
+        self._sub = feed.subscribe(session_id, 0)
+
+    async def wait(self, timeout: float, cursor: Cursor) -> list[LoggedDelta] | None:  # noqa: ASYNC109
+        """New deltas after ``cursor`` that a reader up to date with messages may show as
+        they are; None: read in full (something else changed, a row follows a message
+        the reader has not read, or ``timeout`` seconds passed)."""
+        rows = self._sub.take(cursor.delta)
+        if not rows and not self.watch.fired():
+            await asyncio.wait(
+                {self.watch.note, self._sub.ready},
+                timeout=timeout,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            rows = self._sub.take(cursor.delta)
+        if self.watch.fired():
+            self.watch.rearm()
+            return None
+        if not rows or any(r.after_seq > cursor.seq for r in rows):
+            return None
+        return rows
+
+    def close(self) -> None:
+        self._feed.unsubscribe(self._sub)
+        self.watch.close()
+
+    async def __aenter__(self) -> LiveWatch:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

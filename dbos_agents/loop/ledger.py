@@ -27,6 +27,7 @@ from ..messages import JSONValue, Message, ModelResponse, ToolCall
 from ..outcome import RunSpec
 from ..results import ToolResult
 from ..store import calls, pending, pg, sessions, transcript
+from ..store import deltas as deltas_table
 from ..store.announce import Announcer
 from . import drain
 
@@ -116,9 +117,9 @@ _DANGLING = {
 class Ledger:
     """The workflow's writes, bound to one datasource (one per worker process)."""
 
-    def __init__(self, ds: AsyncSQLAlchemyDatasource) -> None:
+    def __init__(self, ds: AsyncSQLAlchemyDatasource, flush_sec: float = 0.01) -> None:
         self.ds = ds
-        self.announcer = Announcer(ds.engine)
+        self.announcer = Announcer(ds.engine, flush_sec)
         """Readers of a session hear of each write the ledger commits (``store.announce``)."""
         tx = ds.transaction
         rc: Literal["READ COMMITTED"] = "READ COMMITTED"
@@ -171,6 +172,38 @@ class Ledger:
 
         return await calls.retry_transient("read turn state", read)
 
+    async def logged_deltas(self, spec: RunSpec, turn: int) -> list[deltas_table.Delta]:
+        """What earlier executions of this turn streamed (a re-executed turn's read)."""
+
+        async def read() -> list[deltas_table.Delta]:
+            async with pg.driver(self.ds.engine) as conn:
+                rows = await pg.fetch(
+                    conn, deltas_table.logged_stmt(spec["session_id"], spec["run_seq"], turn)
+                )
+            return [deltas_table.of_row(r) for r in rows]
+
+        return await calls.retry_transient("read logged deltas", read)
+
+    async def record_results(self, spec: RunSpec, results: list[CallResult]) -> None:
+        """The previous turn's results, ahead of a streamed turn (otherwise the turn's record
+        writes them): readers see a tool's result before the reply that reads it. Fenced
+        like the turn; written once (a re-executed turn finds them written)."""
+        sid = spec["session_id"]
+        stmts = [sessions.lock_running_stmt(sid, spec["run_seq"]), *result_stmts(spec, results)]
+
+        async def write() -> None:
+            try:
+                await pg.script(self.ds.engine, stmts)
+            except psycopg.errors.UniqueViolation:
+                return  # an earlier execution of this turn wrote them (all or nothing)
+            except psycopg.Error as exc:
+                if sessions.is_fence(exc):
+                    raise sessions.RunFenced(sid) from None
+                raise
+
+        await calls.retry_transient("record results", write)
+        self.announce(spec)
+
     async def record_turn(
         self,
         spec: RunSpec,
@@ -180,6 +213,7 @@ class Ledger:
         requested: list[calls.Requested],
         opened: Opened,
         expect_notices: bool,
+        deltas: list[deltas_table.Delta] | None = None,
     ) -> TurnRecord:
         """The model turn's one write (a plain transaction, no checkpoint of its own): the
         previous turn's results, late-answer notices, this turn's assistant message, ledger
@@ -203,8 +237,14 @@ class Ledger:
                 sessions.add_usage_stmt(sid, response.usage),
             ]
 
-        # Fenced: an interrupted run (or one a newer run overtook) records no turn.
-        head = [sessions.lock_running_stmt(sid, spec["run_seq"]), *result_stmts(spec, previous)]
+        # Fenced: an interrupted run (or one a newer run overtook) records no turn. The
+        # turn's last deltas go before its message (the one writer of the session's
+        # deltas now: ``Announcer.settle``).
+        head = [
+            sessions.lock_running_stmt(sid, spec["run_seq"]),
+            *([deltas_table.insert_stmt(sid, deltas)] if deltas else []),
+            *result_stmts(spec, previous),
+        ]
 
         async def write() -> TurnRecord:
             if not expect_notices:  # the common case: one script, one round trip

@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..ids import run_workflow_id
 from ..messages import Message
 from ..outcome import RunOutcome, RunSpec
-from ..store import calls, pending, pg, runs, sessions, transcript
+from ..store import calls, deltas, pending, pg, runs, sessions, transcript
 from . import drain, execution
 from .ledger import (
     BeginResult,
@@ -113,12 +113,14 @@ async def end(
     outcome: RunOutcome,
     open_inbox: bool = False,
     results: list[CallResult] | None = None,
+    shown: list[deltas.Delta] | None = None,
 ) -> None:
     """The run's end (see the module doc), its outcome recorded and announced with it
-    (``store.runs``)."""
+    (``store.runs``); ``shown``: the run's deltas not written yet, written before it ends."""
     sid, run = spec["session_id"], spec["run_seq"]
     status = outcome.status
     tail = [
+        *([deltas.insert_stmt(sid, shown)] if shown else []),
         pending.close_open_stmt(sid, f"run_{status}", run),
         sessions.finish_stmt(spec, status, outcome.output, outcome.error, open_inbox),
         *runs.record_stmts(outcome),

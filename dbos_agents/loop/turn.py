@@ -1,7 +1,8 @@
 """The model turn: one call of the model, recorded with everything the turn produced.
 
 It is a plain operation, not a DBOS step: its checkpoint is the turn's own rows. It calls
-the model (retrying transient provider errors) and then, in one transaction, records
+the model (retrying transient provider errors; streaming the reply to readers when the
+model can, ``respond``) and then, in one transaction, records
 everything the turn produced: the previous turn's tool results, late-answer notices, the
 assistant message, one ledger row per call, the waits its calls open, usage, and the
 turn's ``TurnRecord``.
@@ -15,7 +16,6 @@ stops as ``interrupted``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -24,9 +24,8 @@ from dbos import DBOS
 
 from .. import _dbos, storable
 from ..agent import Agent
-from ..errors import ModelError, TransientModelError
 from ..ids import idempotency_key
-from ..messages import Message, ModelResponse, ToolCall
+from ..messages import Message, ToolCall
 from ..models.base import ModelRequest
 from ..outcome import RunSpec
 from ..store.calls import Requested
@@ -36,6 +35,7 @@ from .calls import Plan, RunInterrupted, ledger_kind, openings, plan
 from .context import get_context
 from .crashpoints import crash_point
 from .ledger import CallResult, Opened, TurnRecord
+from .respond import respond, streams
 
 log = logging.getLogger("dbos_agents")
 
@@ -72,27 +72,6 @@ def unique_ids(calls: list[ToolCall], used: set[str], turn: int, namespace: str)
     return out
 
 
-async def _complete(req: ModelRequest) -> ModelResponse:
-    ctx = get_context()
-    attempts = max(1, ctx.settings.model_max_attempts)
-    delay = ctx.settings.model_backoff_initial_sec
-    for attempt in range(1, attempts + 1):
-        try:
-            return await ctx.model.complete(req)
-        except TransientModelError as exc:
-            if attempt == attempts:
-                raise ModelError(
-                    f"model {ctx.model.name!r} failed {attempts} times; last error: {exc}"
-                ) from exc
-            log.warning(
-                "model call failed, retrying",
-                extra={"event": "model_retry", "attempt": attempt, "error": str(exc)},
-            )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, ctx.settings.model_backoff_max_sec)
-    raise AssertionError("unreachable")
-
-
 async def model_turn(
     spec: RunSpec,
     agent: Agent,
@@ -127,7 +106,18 @@ async def model_turn(
             req = req.model_copy(update={"messages": [*req.messages, *notices]})
         # Outside the workflow's DBOS context, as a tool handler: an adapter's DBOS calls
         # cannot shift the workflow's operation ids.
-        response = await _dbos.outside_workflow(_complete(req))
+        logged = None
+        if streams():
+            if previous:  # shown before the reply that reads them
+                try:
+                    await ledger.record_results(spec, previous)
+                except RunFenced:
+                    raise RunInterrupted(f"turn {turn}") from None
+                previous = []
+            if not new:  # an earlier execution may have streamed part of this turn
+                logged = await ledger.logged_deltas(spec, turn)
+        reply = await _dbos.outside_workflow(respond(spec, turn, req, logged))
+        response = reply.response
         crash_point("model_answered")
         calls = unique_ids(response.tool_calls, set(used_ids), turn, namespace)
         # The model's text is stored and shown as it is, minus what Postgres cannot hold.
@@ -158,9 +148,18 @@ async def model_turn(
         ]
         try:
             record = await ledger.record_turn(
-                spec, turn, previous, response, requested, opened, expect_notices=bool(notices)
+                spec,
+                turn,
+                previous,
+                response,
+                requested,
+                opened,
+                expect_notices=bool(notices),
+                deltas=reply.rows,
             )
         except RunFenced:
+            if reply.stream is not None:
+                reply.stream.withdraw()
             raise RunInterrupted(f"turn {turn}") from None
         crash_point("model_call")
         # Another execution's record (a unique violation) has its own calls: plan them anew.

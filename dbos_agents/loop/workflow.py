@@ -166,7 +166,8 @@ async def _finish(
     """The run's end (``run_bounds.end``), its outcome recorded and announced with it;
     then handed to waiters in this process, durable now."""
     ledger = get_context().ledger
-    await run_bounds.end(ledger.ds.engine, spec, outcome, open_inbox, results)
+    shown = await ledger.announcer.settle(spec["session_id"])  # a withdrawn reply, say
+    await run_bounds.end(ledger.ds.engine, spec, outcome, open_inbox, results, shown)
     ledger.announce(spec)
     crash_point("after_run_end")
     outcomes.handover.resolve(run_key(spec["session_id"], spec["run_seq"]), outcome)

@@ -8,15 +8,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import Model, ModelRequest, ToolSpec
+from .base import (
+    Completed,
+    Model,
+    ModelEvent,
+    ModelRequest,
+    StreamingModel,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
 from .scripted import ScriptedModel, call, calls
 
 if TYPE_CHECKING:
     from .openai import OpenAIModel, Price
 
 __all__ = [
+    "Completed",
     "Model",
+    "ModelEvent",
     "ModelRequest",
+    "StreamingModel",
+    "TextDelta",
+    "ToolCallDelta",
     "OpenAIModel",
     "Price",
     "ScriptedModel",

@@ -11,6 +11,11 @@
   an endpoint not on this machine raises ``ModelError`` before anything is sent.
 - Cost comes from ``prices`` or from ``PRICES``, a small table of approximate list prices;
   a model in neither costs ``0.0``.
+- ``stream`` asks for the reply as server-sent chunks (usage included) and yields them as
+  ``TextDelta``/``ToolCallDelta`` events; a reply cut mid-stream (a dropped connection, a
+  timeout) is a ``TransientModelError``. With ``ModelRequest.continue_from`` it asks for the
+  rest of a reply already shown, in one of two styles (``continuation=``; see
+  ``openai_stream``).
 
 Needs the ``openai`` package (``pip install openai``); the rest of dbos_agents does not.
 """
@@ -21,7 +26,7 @@ import asyncio
 import os
 import re
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,10 +42,11 @@ from openai.types.chat import (
 
 from ..errors import ConfigurationError, ModelError, TransientModelError
 from ..messages import Message, ModelResponse, ToolCall, Usage
-from .base import ModelRequest, ToolSpec
+from .base import Completed, ModelEvent, ModelRequest, ToolSpec
 from .guard import check_model_endpoint
+from .openai_stream import CONTINUE_PROMPT, ChunkAssembler, Continuation, continued
 
-__all__ = ["PRICES", "SETTINGS", "OpenAIModel", "Price"]
+__all__ = ["CONTINUE_PROMPT", "PRICES", "SETTINGS", "OpenAIModel", "Price"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,10 @@ class OpenAIModel:
 
     Clients built here are kept one per event loop, because the SDK's pooled connections
     cannot move between loops; a caller-supplied ``client`` is used as is.
+
+    ``continuation`` chooses how ``stream`` continues a cut reply: ``"request"`` (the
+    default; any server) asks with ``CONTINUE_PROMPT``, ``"prefix"`` prefills the partial
+    reply for servers that support assistant prefill (DeepSeek, Mistral).
     """
 
     def __init__(
@@ -99,10 +109,16 @@ class OpenAIModel:
         client: AsyncOpenAI | None = None,
         timeout: float = 60.0,
         prices: Price | None = None,
+        continuation: Continuation = "request",
     ) -> None:
         if not model:
             raise ConfigurationError("OpenAIModel needs a model name")
+        if continuation not in ("prefix", "request"):
+            raise ConfigurationError(
+                f"OpenAIModel continuation must be 'prefix' or 'request', not {continuation!r}"
+            )
         self._model = model
+        self._continuation: Continuation = continuation
         self._prices = prices
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
@@ -144,6 +160,11 @@ class OpenAIModel:
         """The API endpoint requests go to."""
         return self._base_url
 
+    @property
+    def continues(self) -> bool:
+        """True: ``stream`` honours ``ModelRequest.continue_from``."""
+        return True
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         check_model_endpoint(self._base_url, self._model)  # tests and the demo: local only
         client = self._client()
@@ -160,6 +181,48 @@ class OpenAIModel:
         except openai.OpenAIError as exc:
             raise self._translate(exc) from exc
         return self._response(completion)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one call. With ``continue_from`` the deltas and ``Completed`` hold only the
+        new text (how it is asked for: ``continuation=``)."""
+        check_model_endpoint(self._base_url, self._model)
+        client = self._client()
+        tools = [_tool(t) for t in request.tools]
+        settings = {k: request.settings[k] for k in SETTINGS if request.settings.get(k) is not None}
+        messages = _messages(request)
+        if request.continue_from:
+            messages = continued(messages, request.continue_from, self._continuation)
+        try:
+            chunks = await client.chat.completions.create(
+                model=self._model,
+                messages=messages,
+                tools=tools or openai.omit,
+                parallel_tool_calls=True if tools else openai.omit,
+                stream=True,
+                stream_options={"include_usage": True},
+                **settings,
+            )
+        except openai.OpenAIError as exc:
+            raise self._translate(exc) from exc
+        assembler = ChunkAssembler()
+        async with chunks:  # closes the connection if the consumer stops early
+            try:
+                async for chunk in chunks:
+                    for event in assembler.feed(chunk):
+                        yield event
+            except openai.OpenAIError as exc:
+                # Mid-stream, a failure is a reply cut short: worth asking again.
+                error = self._translate(exc)
+                if not isinstance(error, TransientModelError):
+                    error = TransientModelError(f"{error} (while streaming)")
+                raise error from exc
+        if not assembler.finished:
+            raise TransientModelError(
+                f"{self._model} at {self._base_url}: the stream ended before the reply did"
+            )
+        model = assembler.model or self._model
+        usage = self._usage(assembler.input_tokens, assembler.output_tokens, model)
+        yield Completed(response=assembler.response(usage, model))
 
     async def aclose(self) -> None:
         """Close the connections this model opened on the running event loop. Optional: a
@@ -196,16 +259,17 @@ class OpenAIModel:
         inp = completion.usage.prompt_tokens if completion.usage else 0
         out = completion.usage.completion_tokens if completion.usage else 0
         model = completion.model or self._model
-        price = self._prices or _price(self._model) or _price(model)
         return ModelResponse(
             text=message.content if message.content is not None else message.refusal,
             tool_calls=calls,
-            usage=Usage(
-                input_tokens=inp,
-                output_tokens=out,
-                cost_usd=price.cost(inp, out) if price else 0.0,
-            ),
+            usage=self._usage(inp, out, model),
             model=model,
+        )
+
+    def _usage(self, inp: int, out: int, model: str) -> Usage:
+        price = self._prices or _price(self._model) or _price(model)
+        return Usage(
+            input_tokens=inp, output_tokens=out, cost_usd=price.cost(inp, out) if price else 0.0
         )
 
     def _translate(self, exc: openai.OpenAIError) -> ModelError:

@@ -1,22 +1,28 @@
-"""``GET /sessions/{id}/events``: the session's messages as server-sent events.
+"""``GET /sessions/{id}/events``: a session's live log as server-sent events (sse-starlette).
 
-The event log is ``dbos_agents.messages`` ordered by ``seq``: each message is one event
-``id: <seq>`` / ``event: message`` / ``data: {seq, run_seq, role, content, tool_calls,
-tool_call_id, name, created_at}``. A client resumes after event N with the
-``Last-Event-ID: N`` header (what ``EventSource`` sends on reconnect; it wins) or
-``?offset=N``: it gets only events with ``seq > N``.
+The log is ``AgentClient.stream``'s (``dbos_agents.events``): model pieces as the model
+writes them and committed messages, merged. Each event that moves the resume point has
+``id: <cursor>`` (``N`` or ``N.D``: the last message seq and the last delta id seen):
 
-When the session's run ends, an ``event: status`` (no ``id``, so it does not move the resume
-point) carries ``{status, run_seq, final_output, error}``; once per run.
+- ``event: delta``, data ``{run, turn, attempt, text}`` plus ``tool_call: {index, id, name,
+  arguments}`` for a piece of a tool call;
+- ``event: retract``, data ``{run, turn, attempt, tool_index, tool_call_id}``: withdraw
+  that tool call's pieces, or (``tool_index`` null) all of the turn's shown so far;
+- ``event: message``, data ``{seq, run_seq, role, content, tool_calls, tool_call_id, name,
+  created_at}``: a committed message (an assistant message's text is its turn's deltas).
 
-``follow=true`` (default): the stream stays open after a status event, since a follow-up
-message starts a new run; it reads again when the worker announces a change to the session
-(``AsyncAgentClient.watch``, one LISTEN connection per server process) or, as a safety net,
-every ``events_poll_interval_sec``; it sends an SSE comment
-after ``events_keepalive_sec`` of silence, and closes after ``events_max_stream_sec`` or
-when the database stops answering (reconnect with Last-Event-ID). ``follow=false``: what
-exists now, then one ``status`` event with the current status (terminal or not), then the
-stream closes.
+Without an ``id`` (they do not move the resume point): ``event: pending`` (a wait opened by
+the message just before it), ``event: status`` (``{status, run_seq, final_output, error}``,
+once per run end) and ``event: expired``. A client resumes with ``Last-Event-ID`` (what
+``EventSource`` sends on reconnect; it wins) or ``?offset=``: it misses nothing and sees
+nothing twice.
+
+``follow=true`` (default): the stream stays open across runs; it reads again when the worker
+announces a change (``AsyncAgentClient.watch``) or, as a safety net, every
+``events_poll_interval_sec``; sse-starlette pings every ``events_keepalive_sec`` and drops
+a client that takes ``events_send_timeout_sec`` to accept a send; the stream closes after
+``events_max_stream_sec`` or when the database stops answering (reconnect with
+Last-Event-ID). ``follow=false``: what exists now, one ``status`` event, then the end.
 """
 
 from __future__ import annotations
@@ -27,116 +33,96 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from sse_starlette import ServerSentEvent
+
 from ..client import AsyncAgentClient
-from ..client.watch import AsyncSessionWatch
-from ..errors import DatabaseUnavailableError
-from ..outcome import TERMINAL
-from ..records import HistoryEntry
-from ..store.events import BATCH
+from ..client.live import Progress
+from ..errors import DatabaseUnavailableError, SessionNotFoundError
+from ..events import Cursor, PendingEvent, SessionEvent, StatusEvent
 
 log = logging.getLogger("dbos_agents.server")
 
 RETRY_MS = 1000
 """The reconnect delay an ``EventSource`` is told to use."""
 
-
-def format_event(event: str, data: str, event_id: int | None = None) -> str:
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return (
-        head + f"event: {event}\n" + "".join(f"data: {line}\n" for line in data.split("\n")) + "\n"
-    )
+SEP = "\n"
+"""Line ends of the wire format (what it has always been; ``\\r\\n`` is sse-starlette's)."""
 
 
-def message_event(m: HistoryEntry) -> str:
-    data = m.model_dump(mode="json")
-    return format_event("message", json.dumps(data, separators=(",", ":")), m.seq)
+def sse(event: str, data: str | None = None, event_id: str | None = None) -> ServerSentEvent:
+    return ServerSentEvent(data, event=event, id=event_id, sep=SEP)
+
+
+def encode(e: SessionEvent) -> ServerSentEvent:
+    """One event on the wire: its cursor is the ``id``, not part of the data."""
+    if isinstance(e, StatusEvent | PendingEvent):
+        return sse(e.event, e.model_dump_json())
+    data = e.model_dump(mode="json", exclude={"cursor"})
+    if data.get("tool_call", 0) is None:
+        del data["tool_call"]
+    return sse(e.event, json.dumps(data, separators=(",", ":")), e.cursor)
 
 
 @dataclass(frozen=True)
 class StreamOptions:
     poll_interval: float
-    keepalive: float
     max_duration: float
 
 
 async def stream_events(
     client: AsyncAgentClient,
     session_id: str,
-    offset: int,
+    after: Cursor,
     *,
     follow: bool,
     options: StreamOptions,
     valid_until: float | None = None,
     generation: int | None = None,
     clock: Callable[[], float] = time.time,
-) -> AsyncIterator[str]:
+) -> AsyncIterator[ServerSentEvent]:
     """The SSE body (see the module doc). With ``valid_until`` (the token's expiry, unix
     seconds) and ``generation`` (the token's) the stream sends an ``expired`` event and
     closes when the token expires or is revoked."""
-    yield f"retry: {RETRY_MS}\n\n"
-    async with await client.watch(session_id) as watch:
-        async for event in _events(
-            client, watch, session_id, offset, follow, options, valid_until, generation, clock
-        ):
-            yield event
-
-
-async def _events(
-    client: AsyncAgentClient,
-    watch: AsyncSessionWatch,
-    session_id: str,
-    offset: int,
-    follow: bool,
-    options: StreamOptions,
-    valid_until: float | None,
-    generation: int | None,
-    clock: Callable[[], float],
-) -> AsyncIterator[str]:
-    last_seq = offset
-    reported: tuple[str, int] | None = None
-    started = last_sent = time.monotonic()
-    while True:
-        try:
-            snap = await client.events(session_id, last_seq)
-        except DatabaseUnavailableError as exc:
-            # The response has started: close it; the client resumes with Last-Event-ID.
-            log.warning("event stream lost the database", extra={"error": str(exc)})
-            return
-        for m in snap.messages:
-            yield message_event(m)
-            last_seq = m.seq
-            last_sent = time.monotonic()
-        if len(snap.messages) == BATCH:
-            continue  # more to catch up on before reporting a status
-        st = snap.status
-        if not follow:
-            if st is not None:
-                yield format_event("status", st.model_dump_json())
-            return
-        if st is not None and st.status in TERMINAL and reported != (st.status, st.run_seq):
-            reported = (st.status, st.run_seq)
-            yield format_event("status", st.model_dump_json())
-            last_sent = time.monotonic()
-        now = time.monotonic()
-        if now - started >= options.max_duration:
-            return
-        if valid_until is not None and clock() >= valid_until:
-            yield format_event("expired", '{"reason": "token expired: refresh it and resume"}')
-            return
-        if generation is not None and snap.token_generation not in (None, generation):
-            yield format_event("expired", '{"reason": "token revoked"}')
-            return
-        if now - last_sent >= options.keepalive:
-            yield ": keepalive\n\n"
-            last_sent = now
-        await watch.wait(
-            max(
-                0.01,
-                min(
-                    options.poll_interval,
-                    options.keepalive - (now - last_sent),
-                    options.max_duration - (now - started),
-                    (valid_until - clock()) if valid_until is not None else options.keepalive,
-                ),
-            )
-        )
+    yield ServerSentEvent(retry=RETRY_MS, sep=SEP)
+    started = time.monotonic()
+    progress = Progress(after, follow)
+    async with await client.live_watch(session_id) as live:
+        while True:
+            try:
+                batch = await client.read_events(session_id, progress.cursor)
+            except (DatabaseUnavailableError, SessionNotFoundError) as exc:
+                # The response has started: close it; the client resumes with Last-Event-ID.
+                log.warning("event stream ended early", extra={"error": str(exc)})
+                return
+            events, step = progress.take(batch)
+            for e in events:
+                yield encode(e)
+            if step == "end":
+                return
+            if step == "more":
+                continue
+            elapsed = time.monotonic() - started
+            if elapsed >= options.max_duration:
+                return
+            if valid_until is not None and clock() >= valid_until:
+                yield sse("expired", '{"reason": "token expired: refresh it and resume"}')
+                return
+            if generation is not None and batch.token_generation != generation:
+                yield sse("expired", '{"reason": "token revoked"}')
+                return
+            # New deltas are shown as the feed hands them over; anything else (or the
+            # safety net's timer) ends the wait with a full read, and its checks above.
+            while True:
+                left = [options.poll_interval, options.max_duration - elapsed]
+                if valid_until is not None:
+                    left.append(valid_until - clock())
+                rows = await live.wait(max(0.01, min(left)), progress.cursor)
+                if rows is None:
+                    break
+                for e in progress.shown(rows):
+                    yield encode(e)
+                elapsed = time.monotonic() - started
+                if elapsed >= options.max_duration or (
+                    valid_until is not None and clock() >= valid_until
+                ):
+                    break  # the checks above

@@ -7,15 +7,17 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response, status
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse
 
 from ..client import AsyncAgentClient
 from ..errors import DbosAgentsError, InvalidRequestError, UnknownAgentError
+from ..events import Cursor
 from ..records import SubmitOutcome
 from .auth import Access, Operation, TokenError, unauthorized
 from .context import ServerContext
 from .errors import ERROR_RESPONSES
-from .events import StreamOptions, stream_events
+from .events import SEP, StreamOptions, stream_events
 from .schemas import (
     Approval,
     CreateSession,
@@ -230,7 +232,7 @@ async def revoke_tokens(request: Request, session_id: str) -> TokensRevoked:
 
 @router.get(
     "/sessions/{session_id}/events",
-    response_class=StreamingResponse,
+    response_class=EventSourceResponse,
     responses={
         200: {"content": {"text/event-stream": {}}, "description": "Server-sent events."},
         **_responses(400, 401, 403, 404),
@@ -240,40 +242,36 @@ async def revoke_tokens(request: Request, session_id: str) -> TokensRevoked:
 async def events(
     request: Request,
     session_id: str,
-    offset: Annotated[int, Query(ge=0, description="Send only events with seq > offset.")] = 0,
+    offset: Annotated[
+        str, Query(description='Resume after this cursor: "N" or "N.D" (an event\'s id).')
+    ] = "0",
     follow: Annotated[bool, Query(description="Keep streaming; false closes at once.")] = True,
     last_event_id: Annotated[str | None, Header()] = None,
-) -> StreamingResponse:
-    """The session's messages as server-sent events, resumable (see ``events.py``)."""
+) -> EventSourceResponse:
+    """The session's live log as server-sent events, resumable (see ``events.py``)."""
     ctx, access = await _authorize(request, "read_events", session_id)
     # A stream let in by a token ends when that token expires or is revoked.
     token = access.token
-    if last_event_id is not None:
-        try:
-            offset = int(last_event_id)
-            if offset < 0:
-                raise ValueError
-        except ValueError:
-            raise InvalidRequestError("Last-Event-ID must be a message seq (an integer)") from None
+    after = Cursor.parse(last_event_id if last_event_id is not None else offset)
     # 404 (or 403 for another user's session) before the stream starts.
     await _acting(ctx, access).session(session_id)
     s = ctx.settings
     body = stream_events(
         ctx.agent_client(),
         session_id,
-        offset,
+        after,
         follow=follow,
-        options=StreamOptions(
-            s.events_poll_interval_sec, s.events_keepalive_sec, s.events_max_stream_sec
-        ),
+        options=StreamOptions(s.events_poll_interval_sec, s.events_max_stream_sec),
         valid_until=token.expires if token is not None else None,
         generation=token.generation if token is not None else None,
         clock=ctx.tokens.clock if ctx.tokens is not None else time.time,
     )
-    return StreamingResponse(
+    return EventSourceResponse(
         body,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        headers={"Cache-Control": "no-cache"},
+        ping=s.events_keepalive_sec,
+        sep=SEP,
+        send_timeout=s.events_send_timeout_sec,
     )
 
 

@@ -67,9 +67,12 @@ class ServerSettings(BaseSettings):
     """An event stream's safety net: how often it reads the session again when no change
     was announced (changes wake it at once; a lost notification waits this long)."""
     events_keepalive_sec: float = Field(default=15.0, gt=0)
-    """An SSE comment is sent after this much silence, so proxies keep the stream open."""
+    """An SSE ping (a comment) is sent this often, so proxies keep the stream open."""
     events_max_stream_sec: float = Field(default=3600.0, gt=0)
     """A following stream closes after this long; clients reconnect with Last-Event-ID."""
+    events_send_timeout_sec: float = Field(default=30.0, gt=0)
+    """An event stream whose client has not taken a send (an event or a ping) within this
+    long is closed, so a stalled reader does not hold the server's resources."""
     inbox: bool = False
     """Serve the operator inbox at ``/inbox`` (docs/inbox.md). Needs ``operator_token`` or
     an authenticate hook that answers the ``operate`` operation."""

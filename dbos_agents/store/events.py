@@ -1,22 +1,35 @@
-"""A session's event log: its status, then its messages after a sequence number.
+"""A session's event log: its status, then what came after a reader's cursor.
 
-The log is ``dbos_agents.messages`` ordered by ``seq``. ``AgentClient.events`` reads it for
-``dbos-agents follow`` and for the HTTP server's ``GET /sessions/{id}/events``; both poll.
+``read_since`` is the message-only read (``AgentClient.events``). ``read_log`` is the live
+one (``AgentClient.stream``, the HTTP event stream, ``dbos-agents follow``): messages
+and deltas merged (``store.merge``), with the waits their tool calls opened.
+Both read the status first, in one snapshot, so a terminal status is never reported
+before the messages of the run it ends.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
+from .. import _dbos
+from ..events import Cursor, PendingEvent
 from ..records import SessionEvents, StatusEvent
-from . import transcript
+from . import deltas, transcript
+from .merge import LoggedDelta, Merged, merge
+from .pending import with_decoded_arguments
 from .schema import SCHEMA as S
 
 BATCH = 500
-"""Messages per read, at most: a caller that got a full batch reads again before it
-reports a status."""
+"""Messages (and deltas) per read, at most: a caller that got a full batch reads again
+before it reports a status."""
+
+_STATUS = (
+    f"SELECT status, run_seq, final_output, error, token_generation, user_id,"
+    f" tenant_id FROM {S}.sessions WHERE id = :s"
+)
 
 
 @dataclass(frozen=True)
@@ -26,24 +39,76 @@ class Read:
     """The session's (user_id, tenant_id), for a scoped reader; None: no such session."""
 
 
-def read_since(engine: sa.Engine, session_id: str, after_seq: int, limit: int = BATCH) -> Read:
-    """The session's status, then its messages with ``seq > after_seq``: read in that
-    order, so a terminal status is never reported before the messages of the run it ends."""
-    with engine.connect() as conn:
-        row = conn.execute(
-            sa.text(
-                f"SELECT status, run_seq, final_output, error, token_generation, user_id,"
-                f" tenant_id FROM {S}.sessions WHERE id = :s"
-            ),
-            {"s": session_id},
-        ).first()
-        messages = transcript.entries(conn, session_id, after_seq, limit)
-    if row is None:
-        return Read(SessionEvents(status=None, messages=messages), None)
+def _status(row: Any) -> tuple[StatusEvent, int, tuple[str | None, str | None]]:
     fields = row._asdict()
     generation = fields.pop("token_generation")
     identity = (fields.pop("user_id"), fields.pop("tenant_id"))
-    events = SessionEvents(
-        status=StatusEvent.model_validate(fields), messages=messages, token_generation=generation
-    )
+    return StatusEvent.model_validate(fields), generation, identity
+
+
+def read_since(engine: sa.Engine, session_id: str, after_seq: int, limit: int = BATCH) -> Read:
+    """The session's status, then its messages with ``seq > after_seq``."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.text(_STATUS), {"s": session_id}).first()
+        messages = transcript.entries(conn, session_id, after_seq, limit)
+    if row is None:
+        return Read(SessionEvents(status=None, messages=messages), None)
+    status, generation, identity = _status(row)
+    events = SessionEvents(status=status, messages=messages, token_generation=generation)
     return Read(events, identity)
+
+
+@dataclass(frozen=True)
+class LogRead:
+    status: StatusEvent | None
+    """None: no such session."""
+    token_generation: int | None
+    identity: tuple[str | None, str | None] | None
+    log: Merged
+
+
+def read_log(
+    engine: sa.Engine,
+    session_id: str,
+    after: Cursor,
+    limit: int = BATCH,
+    system_schema: str = "dbos",
+) -> LogRead:
+    """The status, the messages after ``after.seq``, the deltas after ``after.delta`` and
+    the open waits of those messages' calls, in one REPEATABLE READ transaction: a
+    message and the deltas before it come from the same snapshot, never half of them."""
+    with engine.connect() as conn:
+        conn.execution_options(isolation_level="REPEATABLE READ")
+        with conn.begin():
+            row = conn.execute(sa.text(_STATUS), {"s": session_id}).first()
+            messages = transcript.entries(conn, session_id, after.seq, limit)
+            sql, params = deltas.read_stmt(session_id, after.delta, limit, after.seq)
+            logged = [LoggedDelta.of_row(r) for r in conn.execute(sa.text(sql), params)]
+            call_ids = [c.id for m in messages for c in m.tool_calls]
+            waits = _open_waits(conn, session_id, call_ids, system_schema) if call_ids else {}
+    log = merge(after, messages, logged, limit=limit, pending=waits)
+    if row is None:
+        return LogRead(None, None, None, log)
+    status, generation, identity = _status(row)
+    return LogRead(status, generation, identity, log)
+
+
+def _open_waits(
+    conn: sa.Connection, session_id: str, call_ids: list[str], system_schema: str
+) -> dict[str, PendingEvent]:
+    """Waits of these calls still waiting for an answer (their run not ended)."""
+    ended = ", ".join(f"'{s}'" for s in _dbos.ENDED)
+    rows = conn.execute(
+        sa.text(
+            "SELECT root_session_id, tool_call_id, kind, tool, arguments, output_schema,"
+            f" deadline FROM {S}.pending_calls WHERE owner_session_id = :s"
+            " AND tool_call_id = ANY(:ids) AND status = 'waiting' AND NOT EXISTS (SELECT 1"
+            f" FROM {_dbos.quoted(system_schema)}.workflow_status w"
+            f" WHERE w.workflow_uuid = owner_workflow_id AND w.status IN ({ended}))"
+        ),
+        {"s": session_id, "ids": call_ids},
+    )
+    return {
+        r.tool_call_id: PendingEvent.model_validate(with_decoded_arguments(r._asdict()))
+        for r in rows
+    }

@@ -15,25 +15,51 @@ fills; every request body is recorded so the test can assert what the adapter se
 When the queue is empty the server answers with ``respond(body)`` if one was given, else a
 400 error naming the problem (not retryable, so a missing script fails fast).
 
+A request with ``"stream": true`` gets the same scripted reply as OpenAI's server-sent
+``chat.completion.chunk`` events (``chunk_chars`` characters a piece, ``chunk_delay_sec``
+apart; ``cut_after=`` drops the connection mid-stream). A scripted reply is the whole
+intended answer: a request that continues a partial reply (an assistant ``prefix`` message,
+or the partial followed by ``CONTINUE_PROMPT``) gets only the text after the partial, and
+each recorded request carries ``continuation`` (``"fresh"``, ``"prefix"`` or ``"request"``)
+and ``offset`` (the partial's length).
+
+As a separate process, for workers that are killed and restarted mid-stream::
+
+    python -m dbos_agents.testing.fake_openai --port 8765 --text "the whole answer"
+
+answers every request with that text and prints its base URL on the first line;
+``GET /_fake/requests`` returns the recorded requests and ``POST /_fake/reset`` clears them.
+
 Needs ``fastapi`` and ``uvicorn`` (test/demo dependencies, not runtime ones).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import itertools
+import logging
 import socket
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from .fake_openai_stream import (
+    StreamCut,
+    continuation_of,
+    continue_reply,
+    sse_chunks,
+    stream_events,
+)
 
 __all__ = ["FakeOpenAI", "FakeReply", "FakeToolCall", "serve_fake_openai"]
 
@@ -50,11 +76,13 @@ class FakeToolCall:
 
 @dataclass(frozen=True)
 class FakeReply:
-    """One HTTP answer: status and JSON body, sent after ``delay`` seconds."""
+    """One HTTP answer: status and JSON body, sent after ``delay`` seconds. Streamed, the
+    connection is dropped after ``cut_after`` chunks when that is set."""
 
     status: int
     body: dict[str, Any]
     delay: float = 0.0
+    cut_after: int | None = None
 
 
 Responder = Callable[[dict[str, Any]], FakeReply]
@@ -67,9 +95,22 @@ class FakeOpenAI:
     ``base_url`` is set by ``serve_fake_openai`` once the server listens.
     """
 
-    def __init__(self, *, model: str = "gpt-4.1-mini", respond: Responder | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        model: str = "gpt-4.1-mini",
+        respond: Responder | None = None,
+        chunk_chars: int = 8,
+        chunk_delay_sec: float = 0.0,
+    ) -> None:
+        if chunk_chars < 1:
+            raise ValueError(f"chunk_chars must be at least 1, not {chunk_chars}")
         self.model = model
         """The ``model`` reported in replies when a push does not name one."""
+        self.chunk_chars = chunk_chars
+        """Characters of text (or tool arguments) per streamed chunk."""
+        self.chunk_delay_sec = chunk_delay_sec
+        """Seconds between streamed chunks."""
         self.base_url = ""
         self._respond = respond
         self._lock = threading.Lock()
@@ -93,9 +134,11 @@ class FakeOpenAI:
         completion_tokens: int = 5,
         model: str | None = None,
         delay: float = 0.0,
+        cut_after: int | None = None,
     ) -> None:
-        """Queue a final text answer."""
-        self.push(self.completion(text, [], prompt_tokens, completion_tokens, model, delay))
+        """Queue a final text answer; streamed, cut after ``cut_after`` chunks if set."""
+        reply = self.completion(text, [], prompt_tokens, completion_tokens, model, delay)
+        self.push(FakeReply(reply.status, reply.body, reply.delay, cut_after))
 
     def push_tool_calls(
         self,
@@ -178,17 +221,27 @@ class FakeOpenAI:
         with self._lock:
             return len(self._replies)
 
+    def reset(self) -> None:
+        """Forget the recorded requests and drop the scripted replies not served yet."""
+        with self._lock:
+            self._requests.clear()
+            self._replies.clear()
+
     # -- the app -----------------------------------------------------------------------------
 
     def _next_reply(self, body: dict[str, Any]) -> FakeReply:
+        kind, partial = continuation_of(body)
         with self._lock:
-            self._requests.append(body)
+            self._requests.append({**body, "continuation": kind, "offset": len(partial)})
             number = len(self._requests)
             reply = self._replies.popleft() if self._replies else None
+        if reply is None and self._respond is not None:
+            reply = self._respond(body)
         if reply is not None:
+            if partial and reply.status == 200:
+                body = continue_reply(reply.body, partial)
+                reply = FakeReply(reply.status, body, reply.delay, reply.cut_after)
             return reply
-        if self._respond is not None:
-            return self._respond(body)
         return FakeReply(
             400,
             {
@@ -205,24 +258,57 @@ class FakeOpenAI:
         app = FastAPI(title="fake-openai")
 
         @app.post("/v1/chat/completions")
-        async def chat_completions(request: Request) -> JSONResponse:
+        async def chat_completions(request: Request) -> Response:
             body = await request.json()
-            reply = self._next_reply(body if isinstance(body, dict) else {"_body": body})
+            body = body if isinstance(body, dict) else {"_body": body}
+            reply = self._next_reply(body)
             if reply.delay:
                 await asyncio.sleep(reply.delay)
+            if body.get("stream") is True and reply.status == 200:
+                options = body.get("stream_options")
+                include_usage = isinstance(options, dict) and options.get("include_usage") is True
+                events = stream_events(
+                    reply.body, chunk_chars=self.chunk_chars, include_usage=include_usage
+                )
+                chunks = sse_chunks(
+                    events, delay_sec=self.chunk_delay_sec, cut_after=reply.cut_after
+                )
+                return StreamingResponse(chunks, media_type="text/event-stream")
             return JSONResponse(reply.body, status_code=reply.status)
+
+        @app.get("/_fake/requests")
+        async def recorded_requests() -> JSONResponse:
+            return JSONResponse(self.requests)
+
+        @app.post("/_fake/reset")
+        async def reset() -> JSONResponse:
+            self.reset()
+            return JSONResponse({"ok": True})
 
         return app
 
 
+class _QuietCuts(logging.Filter):
+    """Drops uvicorn's traceback for a stream cut on purpose (``cut_after``): it is the test's
+    scenario, not a server fault."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], StreamCut))
+
+
+_QUIET_CUTS = _QuietCuts()
+
+
 @contextmanager
-def serve_fake_openai(fake: FakeOpenAI | None = None) -> Iterator[FakeOpenAI]:
-    """Run ``fake`` (or a new ``FakeOpenAI``) with uvicorn on 127.0.0.1 and a free port, in a
-    background thread; yield it with ``base_url`` set (``http://127.0.0.1:PORT/v1``)."""
+def serve_fake_openai(fake: FakeOpenAI | None = None, *, port: int = 0) -> Iterator[FakeOpenAI]:
+    """Run ``fake`` (or a new ``FakeOpenAI``) with uvicorn on 127.0.0.1 and ``port`` (by
+    default a free one), in a background thread; yield it with ``base_url`` set
+    (``http://127.0.0.1:PORT/v1``)."""
     fake = fake or FakeOpenAI()
+    logging.getLogger("uvicorn.error").addFilter(_QUIET_CUTS)  # idempotent: a filter is added once
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         fake.app,
@@ -250,3 +336,33 @@ def serve_fake_openai(fake: FakeOpenAI | None = None) -> Iterator[FakeOpenAI]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m dbos_agents.testing.fake_openai``: serve one answer until killed."""
+    parser = argparse.ArgumentParser(
+        prog="python -m dbos_agents.testing.fake_openai",
+        description="A fake OpenAI chat-completions server answering every request with TEXT.",
+    )
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free)")
+    parser.add_argument("--text", required=True, help="the whole answer to every request")
+    parser.add_argument("--chunk-chars", type=int, default=8, help="characters per chunk")
+    parser.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between chunks")
+    parser.add_argument("--model", default="gpt-4.1-mini", help="the model name reported")
+    args = parser.parse_args(argv)
+    text: str = args.text
+    fake = FakeOpenAI(
+        model=args.model,
+        respond=lambda body: fake.completion(text, []),
+        chunk_chars=args.chunk_chars,
+        chunk_delay_sec=args.chunk_delay,
+    )
+    with serve_fake_openai(fake, port=args.port) as served:
+        print(served.base_url, flush=True)  # the first line: a parent process reads it
+        with suppress(KeyboardInterrupt):
+            threading.Event().wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -139,7 +139,7 @@ class AgentRuntime:
         pg.keep_on(asyncio.get_running_loop())  # where the workflows run (``store/pg``)
         # Parking needs the fast paths (``_dbos``): without them every wait stays in memory.
         self._parker = Parker(s.park_after() if _dbos.fast_paths() else None)
-        self._ledger = Ledger(ds)
+        self._ledger = Ledger(ds, s.stream_flush_sec)
         set_context(LoopContext(self.agents, self.model, s, self._ledger, self._parker))
         _dbos.before_launch()
         DBOS.launch()

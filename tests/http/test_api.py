@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -223,76 +222,6 @@ def test_fifty_concurrent_duplicate_submits_accept_once(
         assert statuses.count("already_completed") == 49
         view = api.wait(sid, token)
         assert len([m for m in view["history"] if m["role"] == "tool"]) == 1
-
-
-def test_events_resume_from_an_offset(api: Api) -> None:
-    sid, token = api.create("chat", "one")
-    api.wait(sid, token)
-    r = api.get(sid, token, "/events", params={"follow": "false"})
-    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-    first = sse_events(r.text)
-    assert [(e["event"], e.get("id")) for e in first] == [
-        ("message", "1"),
-        ("message", "2"),
-        ("status", None),
-    ]
-    msg = json.loads(first[1]["data"])
-    assert (msg["role"], msg["content"], msg["run_seq"]) == ("assistant", "echo 0: one", 1)
-    assert set(msg) >= {"seq", "role", "content", "tool_calls", "tool_call_id", "name", "run_seq"}
-    assert json.loads(first[2]["data"])["status"] == "completed"
-    assert api.post(sid, token, "/messages", {"message": "two"}).status_code == 202
-    api.wait(sid, token)
-    # Reconnect as EventSource does: Last-Event-ID wins over the URL's offset.
-    r = api.http.get(
-        f"{api.url}/sessions/{sid}/events",
-        params={"follow": "false", "offset": 0},
-        headers={**auth(token), "Last-Event-ID": first[1]["id"]},
-    )
-    later = sse_events(r.text)
-    assert [e.get("id") for e in later if e["event"] == "message"] == ["3", "4"]
-    assert [json.loads(e["data"])["content"] for e in later if e["event"] == "message"] == [
-        "two",
-        "echo 1: two",
-    ]
-    r = api.get(sid, token, "/events", params={"follow": "false", "offset": 3})
-    assert [e.get("id") for e in sse_events(r.text) if e["event"] == "message"] == ["4"]
-    r = api.http.get(
-        f"{api.url}/sessions/{sid}/events",
-        headers={**auth(token), "Last-Event-ID": "x"},
-    )
-    assert r.status_code == 400
-
-
-def test_events_follow_a_running_session(api: Api, agent_client: AgentClient) -> None:
-    sid, token = api.create("asker", "live?")
-    seen: list[dict[str, str]] = []
-    buffer = ""
-    with api.http.stream(
-        "GET", f"{api.url}/sessions/{sid}/events", headers=auth(token), timeout=30.0
-    ) as r:
-        assert r.status_code == 200
-        submitted = False
-        for chunk in r.iter_text():
-            buffer += chunk
-            *blocks, buffer = buffer.split("\n\n")
-            seen += sse_events("\n\n".join(blocks) + "\n\n")
-            messages = [json.loads(e["data"]) for e in seen if e["event"] == "message"]
-            if not submitted and any(m["tool_calls"] for m in messages):
-                p = wait_pending(agent_client, sid)
-                body = {
-                    "kind": "client-tool-result",
-                    "tool_call_id": p.tool_call_id,
-                    "result": {"ok": True},
-                }
-                assert api.submit(sid, token, body).json()["status"] == "accepted"
-                submitted = True
-            if any(e["event"] == "status" for e in seen):
-                break
-    roles = [json.loads(e["data"])["role"] for e in seen if e["event"] == "message"]
-    assert roles == ["user", "assistant", "tool", "assistant"]
-    ids = [int(e["id"]) for e in seen if e["event"] == "message"]
-    assert ids == [1, 2, 3, 4]
-    assert json.loads(seen[-1]["data"])["status"] == "completed"
 
 
 def test_openapi_document(http: httpx.Client, server: LiveServer) -> None:

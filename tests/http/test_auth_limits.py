@@ -137,10 +137,14 @@ def test_tampered_tokens_are_401_and_other_sessions_are_403(
     r = http.get(f"{server.url}/sessions/{b['session_id']}", headers=auth(swapped))
     assert r.status_code == 401
     # Extend the expiry: same.
-    r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{int(expiry) + 9999}.{born}.{gen}.{signature}"))
+    r = http.get(
+        url_a, headers=auth(f"{version}.{sid_part}.{int(expiry) + 9999}.{born}.{gen}.{signature}")
+    )
     assert r.status_code == 401
     # Move the birth later (to refresh past the max lifetime): same.
-    r = http.get(url_a, headers=auth(f"{version}.{sid_part}.{expiry}.{int(born) + 9999}.{gen}.{signature}"))
+    r = http.get(
+        url_a, headers=auth(f"{version}.{sid_part}.{expiry}.{int(born) + 9999}.{gen}.{signature}")
+    )
     assert r.status_code == 401
     # A valid token used on another session's routes: 403, on every route.
     for method, path, body in (

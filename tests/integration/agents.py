@@ -14,6 +14,8 @@ from pydantic import BaseModel, field_validator
 from dbos_agents import Agent, ModelResponse, ToolContext, TransientModelError, client_tool, tool
 from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
 
+from .streaming_model import LONG_REPLY, StreamedScript
+
 EFFECTS: Counter[str] = Counter()
 CONTEXTS: list[ToolContext] = []
 FLAKY_FAILURES: Counter[str] = Counter()
@@ -242,10 +244,19 @@ def respond(request: ModelRequest) -> str | ModelResponse:
         if turn == 0:
             return calls(call("ugly_charge", {"order_id": UGLY}))
         return f"ugly saw {_last_tool(request)} and says {UGLY}"
+    if agent in ("streamer", "slow_streamer", "stream_cut", "stream_fail"):
+        return LONG_REPLY
+    if agent == "stream_cut_tool":
+        if turn == 0:
+            return calls(
+                call("get_order", {"order_id": "stream-" + _last_user(request)}),
+                text="Let me look that order up for you. ",
+            )
+        return f"found: {_last_tool(request)}"
     raise AssertionError(f"no script for {agent}")
 
 
-MODEL = ScriptedModel(respond=respond, usd_per_1k_tokens=1.0)
+MODEL = StreamedScript(ScriptedModel(respond=respond, usd_per_1k_tokens=1.0))
 
 AGENTS = [
     Agent("support", "Help with orders.", tools=[get_order, refund]),
@@ -264,6 +275,11 @@ AGENTS = [
     Agent("pchat", persistent=True, idle_ttl=timedelta(seconds=3)),
     Agent("ugly", tools=[ugly_charge]),
     Agent("booker", tools=[book]),
+    Agent("streamer"),
+    Agent("slow_streamer"),
+    Agent("stream_cut"),
+    Agent("stream_cut_tool", tools=[get_order]),
+    Agent("stream_fail"),
     Agent(
         "boss",
         sub_agents=[Agent("middle", sub_agents=[Agent("leaf", tools=[confirm])])],

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from dbos_agents import AgentClient, AgentRuntime, AsyncAgentClient, SessionInfo
+from dbos_agents import AgentClient, AgentRuntime, AsyncAgentClient, Cursor, SessionInfo
 from dbos_agents.server.events import StreamOptions, stream_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -96,13 +96,12 @@ async def test_the_event_stream_is_woken_not_polled(
 ) -> None:
     sid = await aclient.start("asker", "ship it?")
     call_id = await _pending_id(aclient, sid)
-    stream = stream_events(
-        aclient, sid, 0, follow=True, options=StreamOptions(NEVER, NEVER, NEVER)
-    )
+    stream = stream_events(aclient, sid, Cursor(), follow=True, options=StreamOptions(NEVER, NEVER))
     seen: list[str] = []
 
     async def read_until_status() -> None:
-        async for chunk in stream:
+        async for event in stream:
+            chunk = event.encode().decode()
             seen.append(chunk)
             if chunk.startswith("event: status"):
                 return

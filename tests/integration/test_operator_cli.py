@@ -206,11 +206,11 @@ async def test_follow_announces_waits_and_ends_with_the_run(
     try:
         assert proc.stdout is not None
         seen: list[dict[str, Any]] = []
-        while not any(e["event"] == "waiting" for e in seen):
+        while not any(e["event"] == "pending" for e in seen):
             line = await asyncio.wait_for(proc.stdout.readline(), timeout=60)
             assert line, "follow ended before the wait was announced"
             seen.append(json.loads(line))
-        (wait,) = [e for e in seen if e["event"] == "waiting"]
+        (wait,) = [e for e in seen if e["event"] == "pending"]
         assert wait["tool"] == "confirm" and wait["root_session_id"] == sid
         outcome = await asyncio.to_thread(
             client.submit_tool_result, sid, wait["tool_call_id"], result={"ok": True}

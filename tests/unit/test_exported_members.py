@@ -26,6 +26,13 @@ EXPECTED_ALL = {
     "SessionHandle",
     "Settings",
     # data
+    "Cursor",
+    "DeltaEvent",
+    "MessageEvent",
+    "PendingEvent",
+    "RetractEvent",
+    "SessionEvent",
+    "ToolCallPiece",
     "HistoryEntry",
     "InterruptOutcome",
     "PendingCall",

@@ -1,0 +1,225 @@
+"""Live streams: the latency from a piece leaving the model adapter to an SSE reader, and
+what streaming costs per turn (on against off, and against LangGraph streaming its
+messages), in one run.
+
+1. **Latency.** A worker (bench/streaming_worker.py: each piece stamped with the time it
+   leaves the adapter), ``dbos-agents serve`` and this process (the readers) run apart on
+   one database. For each N in ``--streams``, N sessions start at once over HTTP and N
+   readers follow ``GET /sessions/{id}/events``; each piece's latency is the reader's clock
+   at arrival minus its stamp. Every piece must arrive exactly once.
+2. **Per turn.** One in-process runtime plays sequential sessions of ``--turns`` tool turns
+   and an answer with ``ScriptedModel`` streaming 8-character pieces (no model latency: the
+   worst case for the overhead), alternating sessions with ``stream_replies`` on and off;
+   ms per turn, delta rows and batches per streamed turn. With ``--peers`` (bench/peers/.venv)
+   LangGraph + AsyncPostgresSaver runs the same conversation streaming its tokens
+   (``stream_mode="messages"``, bench/peers/langgraph_stream.py).
+
+    python bench/streaming.py [--streams 1,200] [--pieces 40] [--pace-ms 50]
+        [--sessions 20] [--turns 10] [--rounds 3] [--peers] [--json] [--server-url URL]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _lib import cli
+from _lib.child import Child
+from _lib.db import LOCAL_SERVER
+from _lib.stats import pct
+from rich.console import Console
+
+from dbos_agents.testing import create_fresh_database, drop_database
+
+HERE = Path(__file__).resolve().parent
+PEER_PY = HERE / "peers" / ".venv" / "bin" / "python"
+
+
+async def _read(http: httpx.AsyncClient, url: str, token: str, out: list[float]) -> int:
+    """Follow one session's events until its run ends; the latency of each piece (ms)."""
+    pieces = 0
+    headers = {"Authorization": f"Bearer {token}"}
+    async with http.stream("GET", url, headers=headers) as r:
+        kind = ""
+        async for line in r.aiter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: ") and kind == "delta":
+                now = time.time()
+                for stamp in json.loads(line[6:])["text"].split(";"):
+                    if stamp:
+                        out.append((now - float(stamp)) * 1000)
+                        pieces += 1
+            elif line.startswith("data: ") and kind == "status":
+                return pieces
+    return pieces
+
+
+async def latency_round(base: str, n: int, pieces: int) -> dict[str, Any]:
+    # No keep-alive: a POST's connection idle past uvicorn's 5 s keep-alive is closed under it.
+    limits = httpx.Limits(max_connections=2 * n + 10, max_keepalive_connections=0)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(120.0), limits=limits) as http:
+
+        async def one(i: int, out: list[float]) -> int:
+            r = await http.post(f"{base}/sessions", json={"agent": "stamp", "message": str(i)})
+            r.raise_for_status()
+            sid, token = r.json()["session_id"], r.json()["token"]
+            return await _read(http, f"{base}/sessions/{sid}/events", token, out)
+
+        out: list[float] = []
+        got = await asyncio.gather(*(one(i, out) for i in range(n)))
+    bad = sum(1 for g in got if g != pieces)
+    return {
+        "streams": n,
+        "pieces": len(out),
+        "sessions_with_wrong_count": bad,
+        "p50_ms": round(pct(out, 50), 2),
+        "p90_ms": round(pct(out, 90), 2),
+        "p99_ms": round(pct(out, 99), 2),
+        "max_ms": round(max(out), 2),
+    }
+
+
+def latency(
+    server_url: str, streams: list[int], pieces: int, pace_ms: float
+) -> list[dict[str, Any]]:
+    name = "dbos_agents_bench_streaming"
+    url = create_fresh_database(server_url, name)
+    env = {**os.environ, "DBOS_AGENTS_DATABASE_URL": url}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    worker = Child(
+        [
+            sys.executable,
+            str(HERE / "streaming_worker.py"),
+            "--database-url",
+            url,
+            "--pieces",
+            str(pieces),
+            "--pace-ms",
+            str(pace_ms),
+        ],
+        env=env,
+    )
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dbos_agents.cli",
+            "serve",
+            "--allow-unauthenticated",
+            "--port",
+            str(port),
+            "--database-url",
+            url,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "w"),  # noqa: SIM115
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        worker.expect("READY", 120)
+        for _ in range(600):
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        return [asyncio.run(latency_round(base, n, pieces)) for n in streams]
+    finally:
+        server.terminate()
+        worker.proc.terminate()
+        server.wait(30)
+        worker.proc.wait(60)
+        drop_database(server_url, name)
+
+
+def per_turn(server_url: str, sessions: int, turns: int, rounds: int) -> dict[str, Any]:
+    cmd = [sys.executable, str(HERE / "streaming_turns.py"), "--server-url", server_url]
+    cmd += ["--sessions", str(sessions), "--turns", str(turns), "--rounds", str(rounds)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def peer(server_url: str, sessions: int, turns: int) -> dict[str, Any] | None:
+    if not PEER_PY.exists():
+        return None
+    name = "dbos_agents_bench_lg_stream"
+    url = create_fresh_database(server_url, name)
+    try:
+        cmd = [str(PEER_PY), str(HERE / "peers" / "langgraph_stream.py"), "--database-url", url]
+        cmd += ["--sessions", str(sessions), "--turns", str(turns)]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=HERE / "peers")
+        lines = [json.loads(x) for x in out.stdout.strip().splitlines() if x.startswith("{")]
+        line: dict[str, Any] = next(x for x in lines if x["system"] == "langgraph_stream")
+        return line
+    finally:
+        drop_database(server_url, name)
+
+
+def report(console: Console, lat: list[dict[str, Any]], turns: dict[str, Any]) -> None:
+    console.print(
+        "\n[bold]Adapter -> SSE reader[/bold] (ms; pieces stamped as they leave the adapter)"
+    )
+    console.print("| streams | pieces | p50 | p90 | p99 | max | sessions with a wrong count |")
+    console.print("|---:|---:|---:|---:|---:|---:|---:|")
+    for r in lat:
+        console.print(
+            f"| {r['streams']} | {r['pieces']} | {r['p50_ms']} | {r['p90_ms']} | {r['p99_ms']}"
+            f" | {r['max_ms']} | {r['sessions_with_wrong_count']} |"
+        )
+    console.print("\n[bold]Per turn[/bold] (ms, median of the rounds' medians)")
+    console.print("| system | ms per turn | x streaming off | delta rows / turn | batches / turn |")
+    console.print("|---|---:|---:|---:|---:|")
+    off = turns["off_ms"]
+    console.print(f"| dbos-agents, streaming off | {off} | 1.00x | 0 | - |")
+    console.print(
+        f"| dbos-agents, streaming on | {turns['on_ms']} | {turns['on_ms'] / off:.2f}x"
+        f" | {turns['rows_per_turn']} | {turns['batches_per_turn']} |"
+    )
+    lg = turns.get("langgraph_stream")
+    if lg is not None:
+        ms = lg["ms_per_turn_median"]
+        console.print(
+            f"| LangGraph + AsyncPostgresSaver, streaming | {ms} | {ms / off:.2f}x | - | - |"
+        )
+        console.print(f"\nours (streaming) / LangGraph (streaming): {turns['on_ms'] / ms:.2f}x")
+
+
+def main() -> None:
+    p = cli.parser(__doc__)
+    p.add_argument(
+        "--server-url", default=os.environ.get("DBOS_AGENTS_BENCH_SERVER_URL", LOCAL_SERVER)
+    )
+    p.add_argument("--streams", default="1,200")
+    p.add_argument("--peers", action="store_true")
+    p.add_argument("--json", action="store_true")
+    cli.options(p, pieces=40, pace_ms=50.0, sessions=20, turns=10, rounds=3)
+    args = p.parse_args()
+    streams = [int(x) for x in args.streams.split(",") if x]
+    with cli.report_to_stderr(args.json):
+        console = Console()
+        console.print(f"[streaming] latency: {streams} streams, {args.pieces} pieces each")
+        lat = latency(args.server_url, streams, args.pieces, args.pace_ms)
+        console.print("[streaming] per turn: on/off alternated")
+        turns = per_turn(args.server_url, args.sessions, args.turns, args.rounds)
+        if args.peers:
+            turns["langgraph_stream"] = peer(args.server_url, args.sessions, args.turns)
+        report(console, lat, turns)
+    if args.json:
+        cli.print_json({"latency": lat, "per_turn": turns, "versions": cli.versions()})
+
+
+if __name__ == "__main__":
+    main()

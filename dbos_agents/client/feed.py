@@ -1,0 +1,154 @@
+"""New deltas for every live stream of a process, read in one query per batch.
+
+A streamed reply notifies its session at every batch the worker writes (up to a hundred a
+second). If each open stream answered with its own full read (status, messages, deltas and
+waits, in a transaction), a server holding 200 streams would run thousands of reads a
+second. Instead the worker marks a notification that announces only new deltas
+(``announce.DELTAS``), and one thread per client reads the new deltas of every notified
+session that has a subscriber, in one statement, and hands each stream its rows. A stream
+that is up to date on messages shows them as they are. A notification of anything else
+(a message, a status) still wakes the stream's watch for a full read, and so does a row
+written after a message the stream has not read.
+
+A subscription is made before the stream's first full read: a row the feed read before
+it was committed before it, so that read sees it; every row read after it is handed to it.
+Rows a full read already returned are passed over by id. The feed reads each session after
+the highest id it handed out and after what every subscriber has seen, whichever is later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+
+from ..store import announce, deltas
+from ..store.merge import LoggedDelta
+
+log = logging.getLogger("dbos_agents")
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One stream's share of the feed; ``rows`` and ``ready`` live on its event loop."""
+
+    session_id: str
+    loop: asyncio.AbstractEventLoop
+    after: int
+    rows: list[LoggedDelta] = field(default_factory=list)
+    ready: asyncio.Future[None] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ready = self.loop.create_future()
+
+    def take(self, after: int) -> list[LoggedDelta]:
+        """The rows handed over after delta id ``after`` (the stream's cursor), in order."""
+        rows = [r for r in self.rows if r.id > after]
+        self.rows.clear()
+        if self.ready.done():
+            self.ready = self.loop.create_future()
+        self.after = max(self.after, after)
+        return rows
+
+    def _deliver(self, rows: list[LoggedDelta]) -> None:
+        self.rows.extend(rows)
+        if not self.ready.done():
+            self.ready.set_result(None)
+
+
+class DeltaFeed:
+    """See the module doc. ``heard`` is the listener's tap; ``close`` stops the thread."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._subs: dict[str, list[Subscription]] = {}
+        self._last: dict[str, int] = {}
+        self._dirty: set[str] = set()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.reads = 0
+        """Batched reads made (a figure for tests and benchmarks)."""
+
+    def subscribe(self, session_id: str, after: int) -> Subscription:
+        sub = Subscription(session_id, asyncio.get_running_loop(), after)
+        with self._lock:
+            self._subs.setdefault(session_id, []).append(sub)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="dbos-agents-delta-feed", daemon=True
+                )
+                self._thread.start()
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        with self._lock:
+            subs = self._subs.get(sub.session_id, [])
+            with contextlib.suppress(ValueError):
+                subs.remove(sub)
+            if not subs:
+                self._subs.pop(sub.session_id, None)
+                self._last.pop(sub.session_id, None)
+                self._dirty.discard(sub.session_id)
+
+    def heard(self, key: str) -> None:
+        """A notification's key (the listener's thread); ``""``: it reconnected."""
+        if key.startswith(announce.DELTAS):
+            sid = key.removeprefix(announce.DELTAS)
+            with self._lock:
+                if sid not in self._subs:
+                    return
+                self._dirty.add(sid)
+            self._wake.set()
+        elif key == "":  # what was written while nobody listened: read every stream's
+            with self._lock:
+                self._dirty.update(self._subs)
+            self._wake.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            with self._lock:
+                # After what every subscriber has (a row at or below that it got, or its
+                # full read did) and what this feed already handed out.
+                after = {
+                    sid: max(self._last.get(sid, 0), min(s.after for s in self._subs[sid]))
+                    for sid in self._dirty
+                    if self._subs.get(sid)
+                }
+                self._dirty.clear()
+            if not after:
+                continue
+            try:
+                with self._engine.connect() as conn:
+                    sql, params = deltas.feed_stmt(after)
+                    rows = conn.execute(sa.text(sql), params).all()
+                self.reads += 1
+            except Exception as exc:  # the streams' own timers and full reads cover it
+                log.debug("delta feed read failed", extra={"error": str(exc)})
+                self._stop.wait(1.0)
+                continue
+            by_session: dict[str, list[LoggedDelta]] = {}
+            for r in rows:
+                by_session.setdefault(r.session_id, []).append(LoggedDelta.of_row(r))
+            with self._lock:
+                for sid, got in by_session.items():
+                    if sid in self._subs:
+                        self._last[sid] = max(self._last.get(sid, 0), got[-1].id)
+                    for sub in self._subs.get(sid, []):
+                        mine = [d for d in got if d.id > sub.after]
+                        if mine:
+                            with contextlib.suppress(RuntimeError):  # its loop is closed
+                                sub.loop.call_soon_threadsafe(sub._deliver, mine)

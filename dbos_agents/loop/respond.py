@@ -1,0 +1,196 @@
+"""Asking the model for a turn's reply: complete, or streamed to readers as it is written.
+
+Streamed, every piece goes to the delta log (``store.deltas``, through the worker's
+``Announcer``) the moment the adapter yields it, tagged with its run, turn, attempt and
+part. What readers were shown is then a promise: the turn's message is exactly that text.
+
+A stream can be cut: the worker dies (the turn runs again in a new execution, which reads
+what the old one logged) or the adapter raises ``TransientModelError`` mid-stream (the turn
+retries with backoff). Either way the next attempt keeps the text already shown and asks a
+model that ``continues`` to extend it (``ModelRequest.continue_from``); a model that cannot
+is asked from the start, and the shown text is withdrawn first with a ``retract`` delta.
+Pieces of a tool call cannot be continued: they are withdrawn, and the call comes whole
+from the next attempt. Each attempt's usage counts; a cut attempt's output is estimated
+from the text it wrote (four characters a token), its input is unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from dataclasses import dataclass, field
+
+from .. import storable
+from ..errors import ModelError, TransientModelError
+from ..messages import ModelResponse, ToolCall, Usage
+from ..models.base import Completed, ModelRequest, StreamingModel, TextDelta, ToolCallDelta
+from ..outcome import RunSpec
+from ..store import deltas
+from ..store.announce import Announcer
+from .context import get_context
+
+log = logging.getLogger("dbos_agents")
+
+
+@dataclass
+class Reply:
+    """The model's reply and the turn's deltas still to be written with its record."""
+
+    response: ModelResponse
+    rows: list[deltas.Delta] = field(default_factory=list)
+    stream: TurnStream | None = None
+    """The turn's stream, to withdraw it if the turn cannot be recorded."""
+
+
+def streams() -> bool:
+    """Whether this worker streams replies (its model can, and the setting allows it)."""
+    ctx = get_context()
+    return ctx.settings.stream_replies and isinstance(ctx.model, StreamingModel)
+
+
+class TurnStream:
+    """The turn's pieces, numbered and handed to the announcer as they come."""
+
+    def __init__(
+        self, spec: RunSpec, turn: int, announcer: Announcer, logged: list[deltas.Delta]
+    ) -> None:
+        self.spec, self.turn, self.announcer = spec, turn, announcer
+        shown = deltas.partial(logged)
+        self.shown = shown.text
+        """Text shown in earlier attempts and kept (the continuation's prefix)."""
+        self.open_tools = shown.open_tools
+        self.attempt = shown.attempt
+        self.part = 0
+        self.text = ""
+        """This attempt's text."""
+        self.cut_usage = Usage(output_tokens=math.ceil(len(self.shown) / 4))
+
+    def next_attempt(self, continues: bool) -> None:
+        """Start an attempt: withdraw what cannot be continued."""
+        self.shown += self.text
+        self.text = ""
+        self.attempt += 1
+        self.part = 0
+        for index in list(self.open_tools):
+            self._add("retract", tool_index=index, tool_call_id=self.open_tools.pop(index))
+        if self.shown and not continues:
+            self._add("retract")
+            self.shown = ""
+
+    def add_text(self, text: str) -> None:
+        text = storable.text(text)  # as the message will hold it
+        if text:
+            self.text += text
+            self._add("text", text=text)
+
+    def add_tool_call(self, d: ToolCallDelta) -> None:
+        prior = self.open_tools.get(d.index)
+        self.open_tools[d.index] = d.id or prior
+        self._add(
+            "tool_call",
+            text=storable.text(d.arguments),
+            tool_index=d.index,
+            tool_call_id=storable.optional_text(d.id),
+            name=storable.optional_text(d.name),
+        )
+
+    def cut(self) -> None:
+        """This attempt ended without a reply: its text stays shown, its usage estimated."""
+        self.cut_usage += Usage(output_tokens=math.ceil(len(self.text) / 4))
+
+    def withdraw(self) -> None:
+        """Nothing of this turn will be final (the model failed for good, the run was
+        fenced): readers are told so."""
+        self.attempt += 1
+        self.part = 0
+        self._add("retract")
+
+    def _add(
+        self,
+        kind: deltas.Kind,
+        *,
+        text: str = "",
+        tool_index: int | None = None,
+        tool_call_id: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        row = deltas.Delta(
+            run_seq=self.spec["run_seq"],
+            turn=self.turn,
+            attempt=self.attempt,
+            part=self.part,
+            kind=kind,
+            text=text,
+            tool_index=tool_index,
+            tool_call_id=tool_call_id,
+            name=name,
+        )
+        self.part += 1
+        self.announcer.append(self.spec["session_id"], [row])
+
+
+async def respond(
+    spec: RunSpec, turn: int, req: ModelRequest, logged: list[deltas.Delta] | None
+) -> Reply:
+    """The reply to ``req`` (see the module doc). ``logged``: what an earlier execution of
+    this turn streamed (``None`` when none can have); ``TransientModelError`` is retried
+    with backoff, up to ``model_max_attempts``, then becomes ``ModelError``."""
+    ctx = get_context()
+    model = ctx.model
+    stream: TurnStream | None = None
+    if streams():
+        stream = TurnStream(spec, turn, ctx.ledger.announcer, logged or [])
+    attempts = max(1, ctx.settings.model_max_attempts)
+    delay = ctx.settings.model_backoff_initial_sec
+    for attempt in range(1, attempts + 1):
+        try:
+            if stream is None:
+                return Reply(await model.complete(req))
+            assert isinstance(model, StreamingModel)
+            return await _streamed(model, req, stream)
+        except TransientModelError as exc:
+            if stream is not None:
+                stream.cut()
+            if attempt == attempts:
+                if stream is not None:
+                    stream.withdraw()
+                raise ModelError(
+                    f"model {model.name!r} failed {attempts} times; last error: {exc}"
+                ) from exc
+            log.warning(
+                "model call failed, retrying",
+                extra={"event": "model_retry", "attempt": attempt, "error": str(exc)},
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, ctx.settings.model_backoff_max_sec)
+        except ModelError:
+            if stream is not None:
+                stream.withdraw()
+            raise
+    raise AssertionError("unreachable")
+
+
+async def _streamed(model: StreamingModel, req: ModelRequest, stream: TurnStream) -> Reply:
+    continues = model.continues
+    stream.next_attempt(continues)
+    if stream.shown:
+        req = req.model_copy(update={"continue_from": stream.shown})
+    completed: ModelResponse | None = None
+    async for event in model.stream(req):
+        if isinstance(event, TextDelta):
+            stream.add_text(event.text)
+        elif isinstance(event, ToolCallDelta):
+            stream.add_tool_call(event)
+        elif isinstance(event, Completed):
+            completed = event.response
+    if completed is None:
+        raise TransientModelError(f"model {model.name!r} ended its stream without a reply")
+    text = stream.shown + stream.text  # what readers saw is the message
+    calls: list[ToolCall] = completed.tool_calls
+    response = completed.model_copy(
+        update={"text": text or None, "usage": completed.usage + stream.cut_usage}
+    )
+    response.tool_calls = calls
+    stream.open_tools.clear()  # final now: they come whole with the turn's message
+    return Reply(response, await stream.announcer.settle(stream.spec["session_id"]), stream)

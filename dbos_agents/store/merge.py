@@ -1,0 +1,134 @@
+"""One read of a session's live log, merged: messages and deltas in one order, with cursors.
+
+A delta written after message ``S`` (its ``after_seq``) sorts after that message and
+before message ``S + 1``; deltas among themselves by id. A read takes at most ``limit``
+of each; when a list came back full, whatever sorts after its last row is held back (the
+next read returns it), or a message could be sent before deltas that precede it and a
+reader resuming from that message's cursor would skip them.
+
+A delta written before the reader's last message precedes it in the log: the reader has
+seen it (a cursor ``"N"`` means everything up to message N). It is passed over, moving
+the cursor, so a reader resuming from a message seq is not sent every older turn again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..events import (
+    Cursor,
+    DeltaEvent,
+    MessageEvent,
+    PendingEvent,
+    RetractEvent,
+    SessionEvent,
+    ToolCallPiece,
+)
+from ..records import HistoryEntry
+
+
+@dataclass(frozen=True)
+class LoggedDelta:
+    """A row of ``deltas.read_stmt``."""
+
+    id: int
+    after_seq: int
+    run_seq: int
+    turn: int
+    attempt: int
+    kind: str
+    text: str = ""
+    tool_index: int | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @classmethod
+    def of_row(cls, row: Any) -> LoggedDelta:
+        return cls(
+            id=row.id,
+            after_seq=row.after_seq,
+            run_seq=row.run_seq,
+            turn=row.turn,
+            attempt=row.attempt,
+            kind=row.kind,
+            text=row.text,
+            tool_index=row.tool_index,
+            tool_call_id=row.tool_call_id,
+            name=row.name,
+        )
+
+
+@dataclass(frozen=True)
+class Merged:
+    events: list[SessionEvent]
+    """In log order; no status (the caller adds it)."""
+    cursor: Cursor
+    """After the last event (the read's own cursor when there was none)."""
+    complete: bool
+    """Nothing was held back: the read reached the end of the log as of its snapshot."""
+
+
+def _key(item: HistoryEntry | LoggedDelta) -> tuple[int, int, int]:
+    if isinstance(item, HistoryEntry):
+        return (item.seq, 0, 0)
+    return (item.after_seq, 1, item.id)
+
+
+def merge(
+    after: Cursor,
+    messages: Sequence[HistoryEntry],
+    deltas: Sequence[LoggedDelta],
+    *,
+    limit: int,
+    pending: Mapping[str, PendingEvent] | None = None,
+) -> Merged:
+    """``messages`` (``seq > after.seq``) and ``deltas`` (``id > after.delta``), each at
+    most ``limit`` and in order, as events; ``pending``: the still-open waits by tool call
+    id, each sent right after the message whose call opened it."""
+    items: list[HistoryEntry | LoggedDelta] = sorted([*messages, *deltas], key=_key)
+    full = [rows[-1] for rows in (messages, deltas) if len(rows) >= limit]
+    if full:
+        cutoff = min(_key(last) for last in full)
+        items = [i for i in items if _key(i) <= cutoff]
+    seq, delta = after.seq, after.delta
+    events: list[SessionEvent] = []
+    for item in items:
+        if isinstance(item, HistoryEntry):
+            seq = item.seq
+            cursor = str(Cursor(seq, delta))
+            events.append(MessageEvent(**item.model_dump(), cursor=cursor))
+            for call in item.tool_calls:
+                wait = (pending or {}).get(call.id)
+                if wait is not None:
+                    events.append(wait)
+        else:
+            delta = item.id
+            if item.after_seq >= after.seq:  # else it precedes a message the reader saw
+                events.append(_delta_event(item, str(Cursor(seq, delta))))
+    return Merged(events, Cursor(seq, delta), complete=not full)
+
+
+def _delta_event(d: LoggedDelta, cursor: str) -> DeltaEvent | RetractEvent:
+    if d.kind == "retract":
+        return RetractEvent(
+            run=d.run_seq,
+            turn=d.turn,
+            attempt=d.attempt,
+            tool_index=d.tool_index,
+            tool_call_id=d.tool_call_id,
+            cursor=cursor,
+        )
+    piece = None
+    if d.kind == "tool_call":
+        assert d.tool_index is not None
+        piece = ToolCallPiece(index=d.tool_index, id=d.tool_call_id, name=d.name, arguments=d.text)
+    return DeltaEvent(
+        run=d.run_seq,
+        turn=d.turn,
+        attempt=d.attempt,
+        text="" if piece else d.text,
+        tool_call=piece,
+        cursor=cursor,
+    )

@@ -1,0 +1,108 @@
+"""The delta log as the worker writes it: a streamed reply's pieces are durable, their text
+is the turn's message, and a cut stream continues from what was shown (never repeating it)
+or withdraws what cannot be final. What readers make of it: tests of the event stream."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import namedtuple_row
+
+from dbos_agents import AgentClient, AgentRuntime
+
+from .streaming_model import ASKED, LONG_REPLY
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+
+def _deltas(url: str, sid: str) -> list[Any]:
+    with (
+        psycopg.connect(url, autocommit=True) as conn,
+        conn.cursor(row_factory=namedtuple_row) as cur,
+    ):
+        cur.execute(
+            "SELECT id, after_seq, run_seq, turn, attempt, part, kind, tool_index, tool_call_id,"
+            " name, text FROM dbos_agents.deltas WHERE session_id = %s ORDER BY id",
+            (sid,),
+        )
+        return cur.fetchall()
+
+
+def _assistant_texts(client: AgentClient, sid: str) -> list[str | None]:
+    return [m.content for m in client.history(sid) if m.role == "assistant"]
+
+
+def _check_order(rows: list[Any]) -> None:
+    """Parts of one attempt in order, each once; attempts in order."""
+    seen = [(r.run_seq, r.turn, r.attempt, r.part) for r in rows]
+    assert len(seen) == len(set(seen)), "a delta was written twice"
+    assert seen == sorted(seen)
+
+
+async def test_a_streamed_reply_is_its_deltas(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    sid = await asyncio.to_thread(client.start, "streamer", "tell me")
+    assert (await asyncio.to_thread(client.wait, sid, timeout=60)).final_output == LONG_REPLY
+    rows = _deltas(integration_database_url, sid)
+    _check_order(rows)
+    assert {r.kind for r in rows} == {"text"} and {r.attempt for r in rows} == {1}
+    assert len(rows) > 10, "a reply of this length comes in pieces"
+    assert "".join(r.text for r in rows) == LONG_REPLY == _assistant_texts(client, sid)[0]
+    # Every delta comes before the message that ends its turn (the user message is seq 1).
+    assert {r.after_seq for r in rows} == {1}
+
+
+async def test_a_cut_reply_continues_from_what_was_shown(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    sid = await asyncio.to_thread(client.start, "stream_cut", "cut me")
+    assert (await asyncio.to_thread(client.wait, sid, timeout=60)).final_output == LONG_REPLY
+    rows = _deltas(integration_database_url, sid)
+    _check_order(rows)
+    assert {r.kind for r in rows} == {"text"}, "nothing to withdraw: text continues"
+    first = "".join(r.text for r in rows if r.attempt == 1)
+    second = "".join(r.text for r in rows if r.attempt == 2)
+    assert first and second and first + second == LONG_REPLY
+    assert _assistant_texts(client, sid) == [LONG_REPLY]
+    asked = [r for r in ASKED if r.agent == "stream_cut" and r.messages[-1].content == "cut me"]
+    assert [r.continue_from for r in asked] == [None, first]
+
+
+async def test_a_tool_call_cut_mid_arguments_is_withdrawn_and_comes_whole(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    sid = await asyncio.to_thread(client.start, "stream_cut_tool", "77")
+    info = await asyncio.to_thread(client.wait, sid, timeout=60)
+    assert info.status == "completed" and "stream-77" in (info.final_output or "")
+    rows = [r for r in _deltas(integration_database_url, sid) if r.turn == 1]
+    _check_order(rows)
+    cut = [r for r in rows if r.attempt == 1]
+    assert [r.kind for r in cut if r.kind != "text"] == ["tool_call", "tool_call"]
+    again = [r for r in rows if r.attempt == 2]
+    assert again[0].kind == "retract" and again[0].tool_index == 0
+    assert not [r for r in again if r.kind == "text"], "the text was shown: not repeated"
+    calls = client.tool_calls(sid)
+    assert [c.tool for c in calls] == ["get_order"], "the call ran once, whole"
+    text = "".join(r.text for r in rows if r.kind == "text")
+    assert _assistant_texts(client, sid)[0] == text == "Let me look that order up for you. "
+    # The tool's result is committed before the reply that reads it streams.
+    tool_seq = next(m.seq for m in client.history(sid) if m.role == "tool")
+    answer = [r for r in _deltas(integration_database_url, sid) if r.turn == 2]
+    assert answer and min(r.after_seq for r in answer) >= tool_seq
+
+
+async def test_a_reply_that_fails_for_good_is_withdrawn(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    sid = await asyncio.to_thread(client.start, "stream_fail", "fail me")
+    info = await asyncio.to_thread(client.wait, sid, timeout=60)
+    assert info.status == "failed"
+    rows = _deltas(integration_database_url, sid)
+    _check_order(rows)
+    assert rows[0].kind == "text" and rows[-1].kind == "retract"
+    assert rows[-1].tool_index is None
+    assert _assistant_texts(client, sid) == []
