@@ -213,7 +213,16 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
         ],
         timeout=7200,
     )[-1]
+    streaming = run_json(
+        "8 streaming",
+        [
+            *(PY, "bench/streaming.py", "--json", "--server-url", server_url),
+            *(("--peers",) if peers else ()),
+        ],
+        timeout=3600,
+    )[-1]
     return {
+        "streaming": streaming,
         "turn_overhead": turn,
         "peers": peer_rows,
         "rounds": sizes.rounds,

@@ -32,6 +32,7 @@ from sections import (
     parking_section,
     recovery_section,
     start_section,
+    streaming_section,
 )
 from turns import TurnRow, floor_of, plot_submit, plot_turns, ratio, turn_rows
 
@@ -281,6 +282,7 @@ def report(
         *parking_section(results["parked"]["figures"], results["in_memory"]["figures"]),
         *recovery_section(results["recovery"]),
         *concurrency_section(results.get("concurrency")),
+        *streaming_section(results.get("streaming")),
         "## What each benchmark is",
         "",
         "- `bench/turn_overhead.py`: dbos-agents' durable loop (a model step that records the"
@@ -302,6 +304,9 @@ def report(
         " AsyncPostgresSaver and Pydantic AI + DBOS (each in its own process and database),"
         " the model sleeping per call: turns/s, process and Postgres CPU per turn, session"
         " times, transactions per turn.",
+        "- `bench/streaming.py`: live streams: adapter -> SSE reader latency with N streams"
+        " (worker, server and readers in three processes) and per-turn cost of streaming, on"
+        " against off and against LangGraph streaming its tokens.",
         "- `bench/http_submit.py` (HTTP submit throughput through `dbos-agents serve`) needs a"
         " worker and a server process and is run on its own.",
         "",
