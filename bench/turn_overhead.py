@@ -84,7 +84,11 @@ async def raw_loop(turns: int) -> int:
 
 async def run(url: str, sessions: int) -> dict[str, list[float]]:
     """Per-session ms per turn of each path, keyed by path label (RAW, MIX, OURS)."""
-    settings = Settings(database_url=url, executor_id="bench", log_level="ERROR")
+    # Replies not streamed: the peers this row is compared with do not stream theirs.
+    # Streaming's own cost, and ours against LangGraph both streaming: bench/streaming.py.
+    settings = Settings(
+        database_url=url, executor_id="bench", log_level="ERROR", stream_replies=False
+    )
     rt = AgentRuntime(
         [Agent("bench", tools=[charge], max_turns=TURNS + 1)],
         ScriptedModel(respond=respond),

@@ -4,10 +4,13 @@ The log is ``AgentClient.stream``'s (``read_events`` driven by ``Progress``, rea
 directly so the spinner can show the status between reads): a reply's text is printed as
 the model writes it, and its message, when it comes, adds only its tool calls. Waits on a
 client tool or approval come as ``pending`` events, right after the message that opened
-them, with the command that answers them.
+them, with the command that answers them; those of its sub-agents (whose messages are
+another session's) are looked up in the tree's pending calls, at most once a second.
 """
 
 from __future__ import annotations
+
+import time
 
 import typer
 from rich.status import Status
@@ -19,6 +22,8 @@ from ..events import DeltaEvent, MessageEvent, PendingEvent, RetractEvent, Sessi
 from ..records import StatusEvent
 from . import render
 from .base import EXIT_CODES, emit, err, out
+
+TREE_CHECK_SEC = 1.0
 
 HINTS = {
     "queued": "queued: waiting for a worker (is `dbos-agents worker --app ...` running?)",
@@ -95,6 +100,9 @@ def follow(
     return the status the run ended in. ``poll``: the safety net's interval (changes wake
     it at once). With ``as_json``: JSON lines, each event with its ``"event"`` name."""
     progress = Progress(cursor_of(str(after)), follow=True)
+    root = client.session(session_id).root_session_id
+    shown: set[str] = set()
+    next_check = 0.0
     # The spinner shares the console that prints, so rich keeps it below the messages.
     with (
         client.watch(session_id) as watch,
@@ -106,6 +114,10 @@ def follow(
                 batch = client.read_events(session_id, progress.cursor)
                 events, step = progress.take(batch)
                 for e in events:
+                    if isinstance(e, PendingEvent):
+                        if e.tool_call_id in shown:
+                            continue
+                        shown.add(e.tool_call_id)
                     if as_json:
                         emit({"event": e.event, **e.model_dump(mode="json")})
                     else:
@@ -114,6 +126,16 @@ def follow(
                         return e.status
                 if step == "more":
                     continue
+                if time.monotonic() >= next_check:  # the sub-agents' waits
+                    next_check = time.monotonic() + TREE_CHECK_SEC
+                    for p in client.pending(session_id=root):
+                        if p.tool_call_id not in shown:
+                            shown.add(p.tool_call_id)
+                            e = PendingEvent.model_validate(p.model_dump())
+                            if as_json:
+                                emit({"event": e.event, **e.model_dump(mode="json")})
+                            else:
+                                printer.show(e)
                 spinner.update(HINTS.get(batch.status.status, batch.status.status))
                 watch.wait(poll)
         except KeyboardInterrupt:

@@ -226,6 +226,44 @@ async def test_follow_announces_waits_and_ends_with_the_run(
     assert final["event"] == "status" and final["status"] == "completed"
 
 
+async def test_follow_announces_a_sub_agents_wait_once(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    """Following the root session: the wait of a sub-agent two levels down (its call is in
+    another session's messages) is announced once, and follow ends with the run."""
+    url = integration_database_url
+    sid = await asyncio.to_thread(client.start, "boss", "deep")
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "dbos_agents.cli", "follow", sid, "--json", "--database-url", url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO,
+    )
+    try:
+        assert proc.stdout is not None
+        seen: list[dict[str, Any]] = []
+        while not any(e["event"] == "pending" for e in seen):
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=60)
+            assert line, "follow ended before the sub-agent's wait was announced"
+            seen.append(json.loads(line))
+        (wait,) = [e for e in seen if e["event"] == "pending"]
+        assert wait["tool"] == "confirm" and wait["root_session_id"] == sid
+        await asyncio.sleep(2.5)  # two more looks at the tree: not announced again
+        outcome = await asyncio.to_thread(
+            client.submit_tool_result, sid, wait["tool_call_id"], result={"ok": True}
+        )
+        assert outcome.status == "accepted"
+        rest, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0
+    lines = _lines(rest.decode())
+    assert not [e for e in lines if e["event"] == "pending"]
+    assert lines[-1]["event"] == "status" and lines[-1]["status"] == "completed"
+
+
 async def test_one_line_errors_and_their_exit_codes(
     runtime: AgentRuntime, client: AgentClient, integration_database_url: str
 ) -> None:
