@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from ..store import announce, deltas
-from ..store.merge import LoggedDelta
+from ..store.deltas import Logged
 
 log = logging.getLogger("dbos_agents")
 
@@ -39,13 +39,13 @@ class Subscription:
     session_id: str
     loop: asyncio.AbstractEventLoop
     after: int
-    rows: list[LoggedDelta] = field(default_factory=list)
+    rows: list[Logged] = field(default_factory=list)
     ready: asyncio.Future[None] = field(init=False)
 
     def __post_init__(self) -> None:
         self.ready = self.loop.create_future()
 
-    def take(self, after: int) -> list[LoggedDelta]:
+    def take(self, after: int) -> list[Logged]:
         """The rows handed over after delta id ``after`` (the stream's cursor), in order."""
         rows = [r for r in self.rows if r.id > after]
         self.rows.clear()
@@ -54,7 +54,7 @@ class Subscription:
         self.after = max(self.after, after)
         return rows
 
-    def _deliver(self, rows: list[LoggedDelta]) -> None:
+    def _deliver(self, rows: list[Logged]) -> None:
         self.rows.extend(rows)
         if not self.ready.done():
             self.ready.set_result(None)
@@ -140,9 +140,9 @@ class DeltaFeed:
                 log.debug("delta feed read failed", extra={"error": str(exc)})
                 self._stop.wait(1.0)
                 continue
-            by_session: dict[str, list[LoggedDelta]] = {}
+            by_session: dict[str, list[Logged]] = {}
             for r in rows:
-                by_session.setdefault(r.session_id, []).append(LoggedDelta.of_row(r))
+                by_session.setdefault(r.session_id, []).append(Logged.of_row(r))
             with self._lock:
                 for sid, got in by_session.items():
                     if sid in self._subs:

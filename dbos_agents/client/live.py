@@ -25,7 +25,8 @@ from ..outcome import TERMINAL, SessionInfo
 from ..records import SessionEvents, StatusEvent
 from ..settings import Settings
 from ..store import events as event_log
-from ..store.merge import LoggedDelta, merge
+from ..store.deltas import Logged
+from ..store.merge import merge
 from ..store.unavailable import translated
 from .scope import Scope
 from .watch import SessionWatch
@@ -70,8 +71,7 @@ class Progress:
             events.append(st)
         return events, "wait"
 
-
-    def shown(self, rows: list[LoggedDelta]) -> list[SessionEvent]:
+    def shown(self, rows: list[Logged]) -> list[SessionEvent]:
         """New deltas handed over between full reads (``LiveWatch``), as events."""
         merged = merge(self.cursor, [], rows, limit=len(rows) + 1)
         self.cursor = merged.cursor
@@ -157,7 +157,7 @@ class LiveReads:
     ) -> Iterator[SessionEvent]:
         deadline = math.inf if timeout is None else time.monotonic() + timeout
         progress = Progress(start, follow)
-        with self.watch(session_id) as watch:
+        with self._session_watch(session_id) as watch:  # ``stream`` checked the session
             while True:
                 events, step = progress.take(self.read_events(session_id, progress.cursor))
                 yield from events
@@ -177,6 +177,9 @@ class LiveReads:
         after ``timeout`` seconds. Read what you show after making it and after each wake.
         It holds a connection of its own: use it as a context manager."""
         self._own(session_id)
+        return self._session_watch(session_id)
+
+    def _session_watch(self, session_id: str) -> SessionWatch:
         return SessionWatch(self.database_url, session_id, self.settings.connect_timeout_sec)
 
     @translated
@@ -185,7 +188,7 @@ class LiveReads:
         run's end; ``poll`` is only the safety net's interval (a lost notification)."""
         storable.check_id(session_id, "session_id")
         deadline = time.monotonic() + timeout
-        with SessionWatch(self.database_url, session_id, self.settings.connect_timeout_sec) as w:
+        with self._session_watch(session_id) as w:
             while True:
                 try:
                     info: SessionInfo | None = self._own(session_id)

@@ -20,8 +20,8 @@ import sqlalchemy as sa
 from ..events import Cursor
 from ..store import announce
 from ..store.db import libpq_url
+from ..store.deltas import Logged
 from ..store.listen import Listener
-from ..store.merge import LoggedDelta
 from .feed import DeltaFeed
 
 
@@ -161,7 +161,7 @@ class LiveWatch:
         self._feed = feed
         self._sub = feed.subscribe(session_id, 0)
 
-    async def wait(self, timeout: float, cursor: Cursor) -> list[LoggedDelta] | None:  # noqa: ASYNC109
+    async def wait(self, timeout: float, cursor: Cursor) -> list[Logged] | None:  # noqa: ASYNC109
         """New deltas after ``cursor`` that a reader up to date with messages may show as
         they are; None: read in full (something else changed, a row follows a message
         the reader has not read, or ``timeout`` seconds passed)."""

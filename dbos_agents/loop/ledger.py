@@ -180,7 +180,7 @@ class Ledger:
                 rows = await pg.fetch(
                     conn, deltas_table.logged_stmt(spec["session_id"], spec["run_seq"], turn)
                 )
-            return [deltas_table.of_row(r) for r in rows]
+            return [deltas_table.Delta.of_row(r) for r in rows]
 
         return await calls.retry_transient("read logged deltas", read)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from .. import storable
 from ..errors import ModelError, TransientModelError
-from ..messages import ModelResponse, ToolCall, Usage
+from ..messages import ModelResponse, Usage
 from ..models.base import Completed, ModelRequest, StreamingModel, TextDelta, ToolCallDelta
 from ..outcome import RunSpec
 from ..store import deltas
@@ -187,10 +187,8 @@ async def _streamed(model: StreamingModel, req: ModelRequest, stream: TurnStream
     if completed is None:
         raise TransientModelError(f"model {model.name!r} ended its stream without a reply")
     text = stream.shown + stream.text  # what readers saw is the message
-    calls: list[ToolCall] = completed.tool_calls
     response = completed.model_copy(
         update={"text": text or None, "usage": completed.usage + stream.cut_usage}
     )
-    response.tool_calls = calls
     stream.open_tools.clear()  # final now: they come whole with the turn's message
     return Reply(response, await stream.announcer.settle(stream.spec["session_id"]), stream)

@@ -36,6 +36,37 @@ class Delta:
     tool_call_id: str | None = None
     name: str | None = None
 
+    @classmethod
+    def of_row(cls, row: Any) -> Delta:
+        return cls(**_piece(row))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Logged(Delta):
+    """A row as readers read it back: its ``id`` (the order they resume by) and the message
+    it follows (``after_seq``)."""
+
+    id: int
+    after_seq: int
+
+    @classmethod
+    def of_row(cls, row: Any) -> Logged:
+        return cls(id=row.id, after_seq=row.after_seq, **_piece(row))
+
+
+def _piece(row: Any) -> dict[str, Any]:
+    return {
+        "run_seq": row.run_seq,
+        "turn": row.turn,
+        "attempt": row.attempt,
+        "part": row.part,
+        "kind": row.kind,
+        "text": row.text,
+        "tool_index": row.tool_index,
+        "tool_call_id": row.tool_call_id,
+        "name": row.name,
+    }
+
 
 def insert_stmt(session_id: str, rows: Sequence[Delta]) -> Stmt:
     """Append ``rows`` (in order) after the session's last message."""
@@ -84,20 +115,6 @@ def logged_stmt(session_id: str, run_seq: int, turn: int) -> Stmt:
         f"SELECT run_seq, turn, {_COLUMNS} FROM {S}.deltas"
         " WHERE session_id = :s AND run_seq = :r AND turn = :t ORDER BY id",
         {"s": session_id, "r": run_seq, "t": turn},
-    )
-
-
-def of_row(row: Any) -> Delta:
-    return Delta(
-        run_seq=row.run_seq,
-        turn=row.turn,
-        attempt=row.attempt,
-        part=row.part,
-        kind=row.kind,
-        text=row.text,
-        tool_index=row.tool_index,
-        tool_call_id=row.tool_call_id,
-        name=row.name,
     )
 
 

@@ -18,7 +18,8 @@ from .. import _dbos
 from ..events import Cursor, PendingEvent
 from ..records import SessionEvents, StatusEvent
 from . import deltas, transcript
-from .merge import LoggedDelta, Merged, merge
+from .deltas import Logged
+from .merge import Merged, merge
 from .pending import with_decoded_arguments
 from .schema import SCHEMA as S
 
@@ -83,7 +84,7 @@ def read_log(
             row = conn.execute(sa.text(_STATUS), {"s": session_id}).first()
             messages = transcript.entries(conn, session_id, after.seq, limit)
             sql, params = deltas.read_stmt(session_id, after.delta, limit, after.seq)
-            logged = [LoggedDelta.of_row(r) for r in conn.execute(sa.text(sql), params)]
+            logged = [Logged.of_row(r) for r in conn.execute(sa.text(sql), params)]
             call_ids = [c.id for m in messages for c in m.tool_calls]
             waits = _open_waits(conn, session_id, call_ids, system_schema) if call_ids else {}
     log = merge(after, messages, logged, limit=limit, pending=waits)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..events import (
     Cursor,
@@ -27,37 +26,7 @@ from ..events import (
     ToolCallPiece,
 )
 from ..records import HistoryEntry
-
-
-@dataclass(frozen=True)
-class LoggedDelta:
-    """A row of ``deltas.read_stmt``."""
-
-    id: int
-    after_seq: int
-    run_seq: int
-    turn: int
-    attempt: int
-    kind: str
-    text: str = ""
-    tool_index: int | None = None
-    tool_call_id: str | None = None
-    name: str | None = None
-
-    @classmethod
-    def of_row(cls, row: Any) -> LoggedDelta:
-        return cls(
-            id=row.id,
-            after_seq=row.after_seq,
-            run_seq=row.run_seq,
-            turn=row.turn,
-            attempt=row.attempt,
-            kind=row.kind,
-            text=row.text,
-            tool_index=row.tool_index,
-            tool_call_id=row.tool_call_id,
-            name=row.name,
-        )
+from .deltas import Logged
 
 
 @dataclass(frozen=True)
@@ -70,7 +39,7 @@ class Merged:
     """Nothing was held back: the read reached the end of the log as of its snapshot."""
 
 
-def _key(item: HistoryEntry | LoggedDelta) -> tuple[int, int, int]:
+def _key(item: HistoryEntry | Logged) -> tuple[int, int, int]:
     if isinstance(item, HistoryEntry):
         return (item.seq, 0, 0)
     return (item.after_seq, 1, item.id)
@@ -79,7 +48,7 @@ def _key(item: HistoryEntry | LoggedDelta) -> tuple[int, int, int]:
 def merge(
     after: Cursor,
     messages: Sequence[HistoryEntry],
-    deltas: Sequence[LoggedDelta],
+    deltas: Sequence[Logged],
     *,
     limit: int,
     pending: Mapping[str, PendingEvent] | None = None,
@@ -87,7 +56,7 @@ def merge(
     """``messages`` (``seq > after.seq``) and ``deltas`` (``id > after.delta``), each at
     most ``limit`` and in order, as events; ``pending``: the still-open waits by tool call
     id, each sent right after the message whose call opened it."""
-    items: list[HistoryEntry | LoggedDelta] = sorted([*messages, *deltas], key=_key)
+    items: list[HistoryEntry | Logged] = sorted([*messages, *deltas], key=_key)
     full = [rows[-1] for rows in (messages, deltas) if len(rows) >= limit]
     if full:
         cutoff = min(_key(last) for last in full)
@@ -110,7 +79,7 @@ def merge(
     return Merged(events, Cursor(seq, delta), complete=not full)
 
 
-def _delta_event(d: LoggedDelta, cursor: str) -> DeltaEvent | RetractEvent:
+def _delta_event(d: Logged, cursor: str) -> DeltaEvent | RetractEvent:
     if d.kind == "retract":
         return RetractEvent(
             run=d.run_seq,

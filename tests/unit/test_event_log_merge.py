@@ -17,7 +17,8 @@ from dbos_agents import (
     ToolCall,
 )
 from dbos_agents.records import HistoryEntry
-from dbos_agents.store.merge import LoggedDelta, merge
+from dbos_agents.store.deltas import Logged
+from dbos_agents.store.merge import merge
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -28,8 +29,8 @@ def msg(seq: int, role: str = "assistant", calls: list[ToolCall] | None = None) 
     )
 
 
-def text(id: int, after_seq: int, piece: str = "x") -> LoggedDelta:
-    return LoggedDelta(id=id, after_seq=after_seq, run_seq=1, turn=0, attempt=1, kind="text",
+def text(id: int, after_seq: int, piece: str = "x") -> Logged:
+    return Logged(id=id, after_seq=after_seq, run_seq=1, turn=0, attempt=1, part=0, kind="text",
                        text=piece)  # fmt: skip
 
 
@@ -87,9 +88,9 @@ def test_a_full_delta_batch_holds_back_the_messages_after_its_last_delta() -> No
 
 
 def test_tool_pieces_retractions_and_open_waits() -> None:
-    tool = LoggedDelta(id=5, after_seq=1, run_seq=1, turn=0, attempt=1, kind="tool_call",
+    tool = Logged(id=5, after_seq=1, run_seq=1, turn=0, attempt=1, part=0, kind="tool_call",
                        text='{"q"', tool_index=0, tool_call_id="c1", name="ask")  # fmt: skip
-    cut = LoggedDelta(id=6, after_seq=1, run_seq=1, turn=0, attempt=2, kind="retract",
+    cut = Logged(id=6, after_seq=1, run_seq=1, turn=0, attempt=2, part=0, kind="retract",
                       tool_index=0, tool_call_id="c1")  # fmt: skip
     wait = PendingEvent(root_session_id="s", tool_call_id="c2", kind="client", tool="ask",
                         arguments={"q": 1}, output_schema=None, deadline=NOW)  # fmt: skip
