@@ -13,6 +13,8 @@ from starlette.concurrency import run_in_threadpool
 
 from ..client import AgentClient, AsyncAgentClient
 from ..errors import ConfigurationError
+from .ag_ui import router as ag_ui_router
+from .ai_sdk import router as ai_sdk_router
 from .auth import Authenticate, Clock, SessionTokens, load_authenticate
 from .context import ServerContext
 from .errors import install_error_handlers
@@ -110,6 +112,8 @@ def create_app(
     )
     app.state.dbos_agents = ctx
     app.include_router(router)
+    app.include_router(ai_sdk_router)
+    app.include_router(ag_ui_router)
     if settings.inbox:
         install_inbox(app, ctx)
     if settings.metrics_enabled:

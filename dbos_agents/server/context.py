@@ -37,6 +37,16 @@ class ServerContext:
             raise HTTPException(503, "the server is not started")
         return self.client
 
+    def acting(self, access: Access) -> AsyncAgentClient:
+        """The client a request acts through: scoped to the signed-in user when the hook names
+        one (another user's or tenant's session is then ``ACCESS_DENIED``); a session token is
+        already bound to its one session, and a tenant-wide principal is checked by
+        ``authorize`` against the session's tenant."""
+        p = access.principal
+        if p is not None and p.user_id is not None:
+            return self.agent_client().for_identity(p.user_id, p.tenant_id)
+        return self.agent_client()
+
     async def authorize(
         self, request: Request, operation: Operation, session_id: str | None
     ) -> Access:

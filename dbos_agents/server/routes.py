@@ -10,7 +10,6 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Resp
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
-from ..client import AsyncAgentClient
 from ..errors import DbosAgentsError, InvalidRequestError, UnknownAgentError
 from ..events import Cursor
 from ..records import SubmitOutcome
@@ -100,7 +99,7 @@ async def create_session(request: Request, body: CreateSession) -> SessionToken:
 async def send_message(request: Request, session_id: str, body: SendMessage) -> MessageAccepted:
     """Continue a session whose run has ended (409 while a run is going)."""
     ctx, access = await _authorize(request, "send_message", session_id)
-    await _acting(ctx, access).send(session_id, body.message)
+    await ctx.acting(access).send(session_id, body.message)
     return MessageAccepted(session_id=session_id)
 
 
@@ -113,7 +112,7 @@ async def send_message(request: Request, session_id: str, body: SendMessage) -> 
 async def get_session(request: Request, session_id: str) -> SessionView:
     """The session's status, usage and transcript."""
     ctx, access = await _authorize(request, "read_session", session_id)
-    client = _acting(ctx, access)
+    client = ctx.acting(access)
     info = await client.session(session_id)
     history = await client.history(session_id)
     return SessionView(session=info, history=history)
@@ -128,7 +127,7 @@ async def get_session(request: Request, session_id: str) -> SessionView:
 async def get_pending(request: Request, session_id: str) -> PendingList:
     """Open client-tool calls and approvals of this (root) session and its sub-agents."""
     ctx, access = await _authorize(request, "read_pending", session_id)
-    rows = await _acting(ctx, access).pending(session_id=session_id)
+    rows = await ctx.acting(access).pending(session_id=session_id)
     return PendingList(pending=rows)
 
 
@@ -162,7 +161,7 @@ async def submit_tool_result(
             )
         who = access.principal.subject if access.principal is not None else access.via
         delivery = body.delivery(decided_by=who)
-    client = _acting(ctx, access)
+    client = ctx.acting(access)
     try:
         outcome: SubmitOutcome = await client.deliver(session_id, body.tool_call_id, delivery)
     except DbosAgentsError as exc:
@@ -187,7 +186,7 @@ async def submit_tool_result(
 async def interrupt(request: Request, session_id: str) -> InterruptResult:
     """Stop the session tree now; its open waits are cancelled. A new message continues it."""
     ctx, access = await _authorize(request, "interrupt", session_id)
-    out = await _acting(ctx, access).interrupt(session_id)
+    out = await ctx.acting(access).interrupt(session_id)
     return InterruptResult.model_validate(out.model_dump())
 
 
@@ -254,7 +253,7 @@ async def events(
     token = access.token
     after = Cursor.parse(last_event_id if last_event_id is not None else offset)
     # 404 (or 403 for another user's session) before the stream starts.
-    await _acting(ctx, access).session(session_id)
+    await ctx.acting(access).session(session_id)
     s = ctx.settings
     body = stream_events(
         ctx.agent_client(),
@@ -273,17 +272,6 @@ async def events(
         sep=SEP,
         send_timeout=s.events_send_timeout_sec,
     )
-
-
-def _acting(ctx: ServerContext, access: Access) -> AsyncAgentClient:
-    """The client a request acts through: scoped to the signed-in user when the hook names
-    one (another user's or tenant's session is then ``ACCESS_DENIED``); a session token is
-    already bound to its one session, and a tenant-wide principal is checked by
-    ``ServerContext`` against the session's tenant."""
-    p = access.principal
-    if p is not None and p.user_id is not None:
-        return ctx.agent_client().for_identity(p.user_id, p.tenant_id)
-    return ctx.agent_client()
 
 
 @router.get(

@@ -1,0 +1,88 @@
+"""The app the chat-UI tests run in a worker subprocess (``tests.chat.app:runtime``).
+Replies stream in pieces of 4 characters, ``CHAT_PACE_SEC`` apart (default 0.01 s).
+
+- ``talker``: answers ``You said: <message>. `` followed by a fixed sentence.
+- ``slow``: a 600-character reply, 4 characters every 0.05 s (a worker is killed mid-answer).
+- ``asker``: calls the client tool ``confirm`` (run by the browser), then reports its answer.
+- ``closer``: calls ``close_account``, which needs a human's approval, then reports.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+from pydantic import BaseModel
+
+from dbos_agents import Agent, AgentRuntime, ModelResponse, ToolContext, client_tool, tool
+from dbos_agents.models import ModelEvent, ModelRequest, ScriptedModel, call, calls
+
+SENTENCE = "The quick brown fox jumps over the lazy dog."
+SLOW_REPLY = " ".join(f"word{n:03d}" for n in range(75))  # 600 characters
+
+
+class ConfirmIn(BaseModel):
+    question: str
+
+
+class ConfirmOut(BaseModel):
+    ok: bool
+    note: str = ""
+
+
+confirm = client_tool(
+    "confirm", input=ConfirmIn, output=ConfirmOut, description="Ask the user to confirm."
+)
+
+
+@tool(requires_approval=True)
+async def close_account(ctx: ToolContext, account_id: str) -> dict[str, str]:
+    """Close an account (needs a human's approval)."""
+    return {"closed": account_id}
+
+
+def _last(request: ModelRequest, role: str) -> str:
+    return next((m.content or "" for m in reversed(request.messages) if m.role == role), "")
+
+
+def respond(request: ModelRequest) -> str | ModelResponse:
+    first = request.messages[-1].role == "user"
+    if request.agent == "talker":
+        return f"You said: {_last(request, 'user')}. {SENTENCE}"
+    if request.agent == "slow":
+        return SLOW_REPLY
+    if request.agent == "asker":
+        if first:
+            return calls(call("confirm", {"question": _last(request, "user")}))
+        return f"asker got: {_last(request, 'tool')}"
+    if request.agent == "closer":
+        if first:
+            return calls(call("close_account", {"account_id": "acc-1"}))
+        return f"closer got: {_last(request, 'tool')}"
+    raise AssertionError(f"no script for {request.agent}")
+
+
+class Paced(ScriptedModel):
+    """``slow`` is paced for a kill mid-answer; the others at ``CHAT_PACE_SEC``."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            respond=respond, chunk_chars=4, pace_sec=float(os.environ.get("CHAT_PACE_SEC", 0.01))
+        )
+        self._slow = ScriptedModel(respond=respond, chunk_chars=4, pace_sec=0.05)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if request.agent == "slow":
+            return self._slow.stream(request)
+        return super().stream(request)
+
+
+def runtime() -> AgentRuntime:
+    agents = [
+        Agent("talker", "talks"),
+        Agent("slow", "talks slowly"),
+        Agent("asker", "asks the user", tools=[confirm], tool_timeout=timedelta(minutes=10)),
+        Agent("closer", "closes accounts", tools=[close_account]),
+    ]
+    return AgentRuntime(agents, Paced())
