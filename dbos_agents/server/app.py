@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Response
+from fastapi.middleware.cors import CORSMiddleware
 from starlette.concurrency import run_in_threadpool
 
 from ..client import AgentClient, AsyncAgentClient
@@ -27,6 +28,9 @@ from .schemas import ErrorBody
 from .settings import MIN_SECRET_CHARS, ServerSettings
 
 log = logging.getLogger("dbos_agents.server")
+
+EXPOSED_HEADERS = ("x-dbos-agents-token", "x-dbos-agents-session", "x-vercel-ai-ui-message-stream")
+"""Response headers a page on another origin may read: a new chat's session and token."""
 
 
 def create_app(
@@ -127,7 +131,17 @@ def create_app(
 
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)  # outermost: counts 411/413
+    app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)  # counts 411/413
+    if settings.cors_origins:
+        # Outermost: preflights are answered before anything else, errors carry the headers.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type", "last-event-id"],
+            expose_headers=list(EXPOSED_HEADERS),
+            max_age=600,
+        )
     _publish_400_not_422(app)
     return app
 

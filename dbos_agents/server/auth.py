@@ -62,6 +62,7 @@ Operation = Literal[
     "interrupt",
     "refresh_token",
     "revoke_tokens",
+    "list_sessions",
     "operate",
 ]
 """What a call wants to do; the hook's second argument. ``operate`` is an operator signing
@@ -198,9 +199,16 @@ def unauthorized(message: str) -> HTTPException:
     return HTTPException(401, message, headers={"WWW-Authenticate": "Bearer"})
 
 
+QUERY_TOKEN = "access_token"
+"""A GET may carry its token as ``?access_token=``: ``EventSource`` cannot send headers."""
+
+
 def bearer_token(request: Request) -> str:
     header = request.headers.get("authorization")
     if header is None:
+        query = request.query_params.get(QUERY_TOKEN) if request.method == "GET" else None
+        if query:
+            return query
         raise unauthorized("missing Authorization: Bearer <token> header")
     scheme, _, token = header.partition(" ")
     token = token.strip()

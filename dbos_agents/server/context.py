@@ -65,16 +65,37 @@ class ServerContext:
             if self.settings.allow_unauthenticated:
                 return Access(via="anonymous")
             raise unauthorized("not authenticated")
+        return await self._token_access(request, session_id)
+
+    async def _token_access(self, request: Request, session_id: str | None) -> Access:
+        """A valid, unrevoked session token (for ``session_id`` when one is named)."""
+        assert self.tokens is not None
         try:
             token = self.tokens.verify_full(bearer_token(request))
         except TokenError as exc:
             raise unauthorized(str(exc)) from None
-        if not hmac.compare_digest(token.session_id.encode(), session_id.encode()):
+        if session_id is not None and not hmac.compare_digest(
+            token.session_id.encode(), session_id.encode()
+        ):
             raise HTTPException(403, "this token is for another session")
-        current = await self.agent_client().token_generation(session_id)
+        current = await self.agent_client().token_generation(token.session_id)
         if token.generation != current:
             raise unauthorized("token revoked")
         return Access(via="token", token=token)
+
+    async def authorize_listing(self, request: Request) -> Access:
+        """``GET /sessions``: the hook's principal (scoped by its user or tenant); else, on a
+        server that issues tokens, a session token (its one session); else anonymous only
+        where callers need no token at all."""
+        if self.authenticate is not None:
+            principal = await call_hook(self.authenticate, request, "list_sessions", None)
+            if principal is not None:
+                return Access(via="hook", principal=principal)
+        if self.tokens is not None:
+            return await self._token_access(request, None)
+        if self.settings.allow_unauthenticated:
+            return Access(via="anonymous")
+        raise unauthorized("not authenticated")
 
     async def _check_owner(self, principal: Principal, session_id: str) -> None:
         """The principal's user and tenant, checked by the scoped client's one rule

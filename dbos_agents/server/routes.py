@@ -12,6 +12,7 @@ from sse_starlette import EventSourceResponse
 
 from ..errors import DbosAgentsError, InvalidRequestError, UnknownAgentError
 from ..events import Cursor
+from ..outcome import SessionStatus
 from ..records import SubmitOutcome
 from .auth import Access, Operation, TokenError, unauthorized
 from .context import ServerContext
@@ -25,6 +26,7 @@ from .schemas import (
     MessageAccepted,
     PendingList,
     SendMessage,
+    SessionList,
     SessionToken,
     SessionView,
     Submission,
@@ -87,6 +89,34 @@ async def create_session(request: Request, body: CreateSession) -> SessionToken:
         return SessionToken(session_id=sid, token=None, expires_at=None)
     issued = ctx.tokens.issue(sid)
     return SessionToken(session_id=sid, token=issued.token, expires_at=issued.expires_at)
+
+
+@router.get(
+    "/sessions",
+    response_model=SessionList,
+    responses=_responses(400, 401, 403),
+    tags=["sessions"],
+)
+async def list_sessions(
+    request: Request,
+    agent: str | None = None,
+    status: SessionStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+) -> SessionList:
+    """The caller's sessions, newest first: a signed-in user's own, a tenant principal's
+    tenant's, everybody's for a principal that names neither; a session token's one session."""
+    ctx = ctx_of(request)
+    access = await ctx.authorize_listing(request)
+    if access.token is not None:
+        info = await ctx.agent_client().session(access.token.session_id)
+        keep = (agent is None or info.agent == agent) and (status is None or info.status == status)
+        return SessionList(sessions=[info] if keep else [])
+    client = ctx.acting(access)
+    p = access.principal
+    if p is not None and p.user_id is None and p.tenant_id is not None:
+        client = client.for_tenant(p.tenant_id)
+    rows = await client.sessions(agent=agent, status=status, limit=limit)
+    return SessionList(sessions=rows)
 
 
 @router.post(

@@ -47,6 +47,10 @@ class SessionView(BaseModel):
     history: list[HistoryEntry]
 
 
+class SessionList(BaseModel):
+    sessions: list[SessionInfo]
+
+
 class PendingList(BaseModel):
     pending: list[PendingCall]
 

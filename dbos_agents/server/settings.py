@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+import json
+from typing import Annotated
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from ..settings import file_sources
 
@@ -83,6 +91,20 @@ class ServerSettings(BaseSettings):
     answers; ``None``: every tenant's."""
     operator_session_ttl_sec: int = Field(default=8 * 3600, gt=0)
     """An operator stays signed in this long."""
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Origins whose pages may call the API from a browser (CORS), e.g. a chat UI served
+    elsewhere; ``DBOS_AGENTS_SERVER_CORS_ORIGINS`` takes a comma-separated list or a JSON
+    array. Empty (the default): no CORS headers, only same-origin pages."""
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     log_level: str = "info"
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [o.strip() for o in text.split(",") if o.strip()]
+        return value
