@@ -17,6 +17,7 @@ from ..errors import ConfigurationError
 from .ag_ui import router as ag_ui_router
 from .ai_sdk import router as ai_sdk_router
 from .auth import Authenticate, Clock, SessionTokens, load_authenticate
+from .chat_page import install as install_chat_page
 from .context import ServerContext
 from .errors import install_error_handlers
 from .inbox import install as install_inbox
@@ -120,6 +121,8 @@ def create_app(
     app.include_router(ag_ui_router)
     if settings.inbox:
         install_inbox(app, ctx)
+    if settings.chat_page:
+        install_chat_page(app)
     if settings.metrics_enabled:
 
         @app.get("/metrics", tags=["operations"], response_class=Response)

@@ -22,7 +22,7 @@ from ..errors import InvalidRequestError, SessionNotFoundError, UnknownAgentErro
 from .auth import Access, Operation
 from .context import ServerContext
 
-__all__ = ["Chat", "chat_session_id", "open_chat", "require_existing", "say"]
+__all__ = ["Chat", "chat_session_id", "open_chat", "require_existing", "say", "session_of_chat"]
 
 CHAT_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 """What the clients generate (nanoid-like ids, UUIDs), bounded."""
@@ -56,7 +56,14 @@ def chat_session_id(ctx: ServerContext, agent: str, chat_id: str, *, field: str 
             f" (got {chat_id!r:.80})"
         )
     secret = ctx.settings.secret
-    key = secret.get_secret_value().encode() if secret is not None else _UNKEYED
+    return session_of_chat(
+        secret.get_secret_value() if secret is not None else None, agent, chat_id
+    )
+
+
+def session_of_chat(secret: str | None, agent: str, chat_id: str) -> str:
+    """The mapping itself (scripts and tests that know the secret can follow a chat)."""
+    key = secret.encode() if secret is not None else _UNKEYED
     digest = hmac.new(key, f"{agent}\x00{chat_id}".encode(), hashlib.sha256).hexdigest()
     return "ses_" + digest[:32]
 

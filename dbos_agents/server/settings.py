@@ -91,6 +91,10 @@ class ServerSettings(BaseSettings):
     answers; ``None``: every tenant's."""
     operator_session_ttl_sec: int = Field(default=8 * 3600, gt=0)
     """An operator stays signed in this long."""
+    chat_page: bool = False
+    """Serve the example chat page at ``/chat/{agent}`` (docs/ai-sdk.md): it talks to
+    ``POST /ai-sdk/{agent}`` with the session token a new chat gets (approvals from it need
+    ``tokens_may_approve`` or an authenticate hook that lets the page's caller approve)."""
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Origins whose pages may call the API from a browser (CORS), e.g. a chat UI served
     elsewhere; ``DBOS_AGENTS_SERVER_CORS_ORIGINS`` takes a comma-separated list or a JSON

@@ -1,9 +1,12 @@
-"""AG-UI over a session (``POST /ag-ui/{agent}``)."""
+"""AG-UI over a session (``POST /ag-ui/{agent}``); see docs/ag-ui.md.
+
+One module per idea: ``parse`` (the ``RunAgentInput``), ``reconcile`` (what the posted
+thread asks of the session), ``view`` (the client's copy of the transcript), ``mapping``
+(the session's log as AG-UI events), ``stream`` (the SSE body), ``route`` (the route).
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from .route import TOKEN_EVENT, TOKEN_HEADER, router
 
-router = APIRouter(tags=["chat UIs"])
-
-__all__ = ["router"]
+__all__ = ["TOKEN_EVENT", "TOKEN_HEADER", "router"]

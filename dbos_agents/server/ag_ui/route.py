@@ -1,0 +1,211 @@
+"""``POST /ag-ui/{agent}``: an AG-UI run (``RunAgentInput`` in, AG-UI events out) on the
+session of the thread (``chats.py``: thread id -> session id).
+
+Before the response starts, everything that can be refused is (JSON errors as on every
+route: 400 naming the field, 401/403, 404, 409 while a run is going); then the request's
+new part is applied (``reconcile``) and the session's log is streamed from a cursor read
+*before* it was applied, so nothing the run writes is missed. An answer for a tool call
+nothing waits on changes nothing and ends the run with ``RUN_ERROR``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ag_ui.core import BaseEvent, CustomEvent, RunAgentInput, RunErrorEvent, RunStartedEvent
+from fastapi import APIRouter, HTTPException, Request
+from sse_starlette import EventSourceResponse
+
+from ...errors import DbosAgentsError, InvalidRequestError
+from ...events import Cursor
+from ...records import HistoryEntry, SubmitOutcome
+from ..auth import Access
+from ..chats import Chat, ctx_of, open_chat, require_existing, say
+from ..context import ServerContext
+from ..errors import ERROR_RESPONSES
+from ..events import SEP
+from .mapping import Mapper
+from .parse import parse_input
+from .reconcile import Answers, answers_of, new_message, operation_of
+from .stream import Limits, encode, run_stream
+from .view import ClientView
+
+router = APIRouter(tags=["chat UIs"])
+
+__all__ = ["TOKEN_EVENT", "TOKEN_HEADER", "router"]
+
+TOKEN_HEADER = "x-dbos-agents-token"
+TOKEN_EVENT = "dbos-agents.session-token"
+"""The ``CUSTOM`` event that carries a new thread's session token (``value.token``)."""
+
+_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "AG-UI `RunAgentInput` (https://docs.ag-ui.com): threadId, runId,"
+        " messages, tools, state, context, forwardedProps, resume.",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    }
+}
+
+
+@router.post(
+    "/ag-ui/{agent}",
+    response_class=EventSourceResponse,
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "AG-UI events (SSE)."},
+        **{c: ERROR_RESPONSES[c] for c in (400, 401, 403, 404, 409, 411, 413)},
+    },
+    openapi_extra=_BODY,
+)
+async def run_agent(request: Request, agent: str) -> EventSourceResponse:
+    """Run the thread's session: a new user message, a frontend tool's result or an
+    approval (``resume``), or nothing new (a rerun: the current run again from its start);
+    answered with AG-UI events. See docs/ag-ui.md."""
+    body = parse_input(await request.body())
+    chat = await open_chat(
+        request, agent, body.thread_id, operation=operation_of(body), field="threadId"
+    )
+    ctx = ctx_of(request)
+    if not chat.exists:
+        return await _new_thread(request, ctx, chat, body)
+    client = ctx.acting(chat.access)
+    info = await client.session(chat.session_id)
+    history = await client.history(chat.session_id)
+    end = Cursor(history[-1].seq if history else 0)
+    view = ClientView(list(body.messages))
+    text = new_message(body, info.run_seq)
+    if text is not None:
+        await say(request, chat, text)
+        return _respond(ctx, chat, body, Mapper(view, info.run_seq + 1, *_ids(body)), end, [])
+    answers = answers_of(
+        body, info.run_seq, history, await client.pending(session_id=chat.session_id)
+    )
+    mapper = Mapper(view, info.run_seq, *_ids(body))
+    if answers.unknown:
+        return _refused(ctx, chat, body, answers)
+    access = chat.access
+    if answers.approvals:
+        access = await _approver(request, ctx, chat)
+    outcomes = await _deliver(ctx, access, chat.session_id, answers)
+    if any(o.status == "unknown_tool_call" for o in outcomes):  # a wait closed meanwhile
+        return _refused(ctx, chat, body, answers)
+    if any(o.status == "accepted" for o in outcomes):
+        return _respond(ctx, chat, body, mapper, end, [])
+    # Nothing new: the current run again, from its start, in place of what the client has.
+    opening: list[BaseEvent] = [view.snapshot()] if view.drop_run(info.run_seq) else []
+    return _respond(ctx, chat, body, mapper, _run_start(history, info.run_seq, end), opening)
+
+
+def _ids(body: RunAgentInput) -> tuple[str, str]:
+    return body.thread_id, body.run_id
+
+
+async def _new_thread(
+    request: Request, ctx: ServerContext, chat: Chat, body: RunAgentInput
+) -> EventSourceResponse:
+    text = new_message(body, 0)
+    if text is None:
+        if body.resume or operation_of(body) != "read_events":
+            require_existing(chat)  # an answer for a thread that never started: 404
+        raise InvalidRequestError("messages: a new thread's last message is the user's")
+    token = await say(request, chat, text)
+    opening: list[BaseEvent] = []
+    headers: dict[str, str] = {}
+    if token is not None:
+        # The client sends it back as ``Authorization: Bearer`` on the thread's next runs.
+        headers[TOKEN_HEADER] = token
+        opening.append(CustomEvent(name=TOKEN_EVENT, value={"token": token}))
+    mapper = Mapper(ClientView(list(body.messages)), 1, *_ids(body))
+    return _respond(ctx, chat, body, mapper, Cursor(), opening, headers)
+
+
+def _run_start(history: list[HistoryEntry], run_seq: int, end: Cursor) -> Cursor:
+    """Where run ``run_seq`` starts in the log: right after its user message (its first);
+    the log's end while the run has not written it yet (queued)."""
+    first = next((h.seq for h in history if h.run_seq == run_seq), None)
+    return end if first is None else Cursor(first)
+
+
+async def _approver(request: Request, ctx: ServerContext, chat: Chat) -> Access:
+    """Approving is an authority of its own (as on the submit route): the session token
+    lets the session's user answer frontend tools, not approve gated calls."""
+    access = await ctx.authorize(request, "decide_approval", chat.session_id)
+    if access.principal is None and not ctx.settings.tokens_may_approve:
+        raise HTTPException(
+            403,
+            "approvals need an approver signed in through the authenticate hook"
+            " (or tokens_may_approve)",
+        )
+    return access
+
+
+async def _deliver(
+    ctx: ServerContext, access: Access, session_id: str, answers: Answers
+) -> list[SubmitOutcome]:
+    client = ctx.acting(access)
+    decided_by = access.principal.subject if access.principal is not None else access.via
+    outcomes: list[SubmitOutcome] = []
+    for a in answers.submit:
+        delivery = a.delivery
+        kind = "approval" if delivery.kind == "approval" else "result"
+        if delivery.kind == "approval":
+            delivery = delivery.model_copy(update={"decided_by": decided_by})
+        try:
+            outcome = await client.deliver(session_id, a.tool_call_id, delivery)
+        except DbosAgentsError as exc:
+            ctx.metrics.submits.labels(kind, exc.code).inc()
+            raise
+        ctx.metrics.submits.labels(kind, outcome.status).inc()
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _refused(
+    ctx: ServerContext, chat: Chat, body: RunAgentInput, answers: Answers
+) -> EventSourceResponse:
+    ids = ", ".join(repr(i) for i in answers.unknown) or "(a wait that closed meanwhile)"
+    message = f"no open wait for tool call {ids} in this thread: nothing was submitted"
+
+    async def events() -> Any:
+        started = RunStartedEvent(thread_id=body.thread_id, run_id=body.run_id)
+        for chunk in encode([started, RunErrorEvent(message=message, code="UNKNOWN_TOOL_CALL")]):
+            yield chunk
+
+    return _sse(ctx, events(), {})
+
+
+def _respond(
+    ctx: ServerContext,
+    chat: Chat,
+    body: RunAgentInput,
+    mapper: Mapper,
+    start: Cursor,
+    opening: list[BaseEvent],
+    headers: dict[str, str] | None = None,
+) -> EventSourceResponse:
+    s = ctx.settings
+    token = chat.access.token
+    limits = Limits(
+        poll_interval=s.events_poll_interval_sec,
+        max_duration=s.events_max_stream_sec,
+        valid_until=token.expires if token is not None else None,
+        generation=token.generation if token is not None else None,
+        clock=ctx.tokens.clock if ctx.tokens is not None else time.time,
+    )
+    started = RunStartedEvent(thread_id=body.thread_id, run_id=body.run_id)
+    stream = run_stream(
+        ctx.agent_client(), chat.session_id, start, mapper, [started, *opening], limits
+    )
+    return _sse(ctx, stream, headers or {})
+
+
+def _sse(ctx: ServerContext, body: Any, headers: dict[str, str]) -> EventSourceResponse:
+    s = ctx.settings
+    return EventSourceResponse(
+        body,
+        headers={"Cache-Control": "no-cache", **headers},
+        ping=s.events_keepalive_sec,
+        sep=SEP,
+        send_timeout=s.events_send_timeout_sec,
+    )

@@ -1,0 +1,152 @@
+"""What a posted chat asks the session to do, read from its last message.
+
+The page posts the whole chat every time; the durable session already has everything but
+the newest move, which is in the last message:
+
+- a user message: ``say`` its text (a new chat's first run, or a follow-up);
+- the assistant message, after the page ran a client tool (``addToolOutput``: a tool part
+  in ``output-available`` or ``output-error``) or a human answered an approval
+  (``addToolApprovalResponse``: ``approval-responded``): submit each answer of its last
+  step, as ``POST /sessions/{id}/submit-tool-result`` would. Re-posting an answer is
+  harmless (``already_completed``); server tools' outputs (``providerExecuted``) are the
+  server's own and are not sent back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from fastapi import HTTPException
+
+from ...delivery import ApprovalDelivery, Delivery, ErrorDelivery, ResultDelivery
+from ...errors import DbosAgentsError, InvalidRequestError
+from ..auth import Access, Operation
+from ..context import ServerContext
+from .request import ChatRequest, UIMessage, UIPart
+
+__all__ = ["Answer", "Say", "approver", "deliver", "plan"]
+
+
+Kind = Literal["client-tool-result", "client-tool-error", "approval"]
+"""The submit route's kinds (its metrics' labels)."""
+
+
+@dataclass(frozen=True)
+class Say:
+    text: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    tool_call_id: str
+    kind: Kind
+    delivery: Delivery
+
+    @property
+    def operation(self) -> Operation:
+        return "decide_approval" if self.kind == "approval" else "submit_result"
+
+
+def plan(body: ChatRequest) -> Say | list[Answer]:
+    """The move the request makes; ``INVALID_REQUEST`` naming the field when there is none."""
+    if body.trigger == "regenerate-message":
+        raise InvalidRequestError(
+            "trigger: regenerate-message is not supported (a session's transcript is durable;"
+            " send a new message instead)"
+        )
+    last = len(body.messages) - 1
+    message = body.messages[last]
+    where = f"messages[{last}]"
+    if message.role == "user":
+        text = "".join(p.text or "" for p in message.parts if p.type == "text")
+        if not text.strip():
+            raise InvalidRequestError(f"{where}.parts: the user message has no text part")
+        return Say(text)
+    if message.role == "assistant":
+        answers = _answers(message, where)
+        if answers:
+            return answers
+    raise InvalidRequestError(
+        f"{where}: the last message is neither a user message nor an assistant message with"
+        " a tool output or an approval response to send"
+    )
+
+
+def _answers(message: UIMessage, where: str) -> list[Answer]:
+    start = max((i for i, p in enumerate(message.parts) if p.type == "step-start"), default=-1)
+    out: list[Answer] = []
+    for j in range(start + 1, len(message.parts)):
+        part = message.parts[j]
+        at = f"{where}.parts[{j}]"
+        if not part.is_tool:
+            continue
+        answer = _answer_of(part, at)
+        if answer is None:
+            continue
+        if not part.tool_call_id:
+            raise InvalidRequestError(f"{at}.toolCallId: a tool part needs its call id")
+        out.append(Answer(part.tool_call_id, *answer))
+    return out
+
+
+def _answer_of(part: UIPart, at: str) -> tuple[Kind, Delivery] | None:
+    state = part.state
+    if state == "approval-responded":
+        a = part.approval
+        if a is None or a.approved is None:
+            raise InvalidRequestError(f"{at}.approval.approved: an answered approval needs it")
+        return "approval", ApprovalDelivery(approved=a.approved, reason=a.reason)
+    if part.provider_executed:
+        return None  # the server ran it: its output came from here
+    if state == "output-available":
+        return "client-tool-result", ResultDelivery(result=part.output)
+    if state == "output-error":
+        return "client-tool-error", ErrorDelivery(error=part.error_text or "the tool failed")
+    return None
+
+
+def approver(ctx: ServerContext, acting: Access) -> str:
+    """Who decides an approval (recorded with it). Approving is an authority of its own: a
+    session token lets the chat's user answer client tools, not approve calls gated on
+    someone's judgment; without a principal from the hook (or ``tokens_may_approve``): 403,
+    before anything is submitted."""
+    if acting.principal is None and not ctx.settings.tokens_may_approve:
+        raise HTTPException(
+            403,
+            "approvals need an approver signed in through the authenticate hook"
+            " (or tokens_may_approve)",
+        )
+    return acting.principal.subject if acting.principal is not None else acting.via
+
+
+async def deliver(
+    ctx: ServerContext, access: Access, session_id: str, answers: list[Answer], who: str | None
+) -> tuple[bool, list[str]]:
+    """Submit each answer; returns whether any reached (or had reached) its wait, and the
+    problems to report in the stream (an unknown call id, a result the schema refuses)."""
+    client = ctx.acting(access)
+    reached = False
+    problems: list[str] = []
+    for a in answers:
+        delivery = a.delivery
+        if isinstance(delivery, ApprovalDelivery):
+            delivery = delivery.model_copy(update={"decided_by": who})
+        try:
+            outcome = await client.deliver(session_id, a.tool_call_id, delivery)
+        except InvalidRequestError as exc:
+            ctx.metrics.submits.labels(a.kind, exc.code).inc()
+            problems.append(f"tool call {a.tool_call_id!r}: {exc}")
+            continue
+        except DbosAgentsError as exc:
+            ctx.metrics.submits.labels(a.kind, exc.code).inc()
+            raise
+        ctx.metrics.submits.labels(a.kind, outcome.status).inc()
+        if outcome.status == "unknown_tool_call":
+            problems.append(
+                f"no open wait for tool call {a.tool_call_id!r} in this chat"
+                f" ({outcome.reason}); nothing was changed"
+            )
+        else:
+            reached = True
+    return reached, problems
