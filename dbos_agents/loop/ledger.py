@@ -119,7 +119,7 @@ class Ledger:
 
     def __init__(self, ds: AsyncSQLAlchemyDatasource, flush_sec: float = 0.01) -> None:
         self.ds = ds
-        self.announcer = Announcer(ds.engine, flush_sec)
+        self.announcer = Announcer(ds.engine, flush_sec, fenced=sessions.is_fence)
         """Readers of a session hear of each write the ledger commits (``store.announce``)."""
         tx = ds.transaction
         rc: Literal["READ COMMITTED"] = "READ COMMITTED"
@@ -194,8 +194,6 @@ class Ledger:
         async def write() -> None:
             try:
                 await pg.script(self.ds.engine, stmts)
-            except psycopg.errors.UniqueViolation:
-                return  # an earlier execution of this turn wrote them (all or nothing)
             except psycopg.Error as exc:
                 if sessions.is_fence(exc):
                     raise sessions.RunFenced(sid) from None
@@ -203,6 +201,15 @@ class Ledger:
 
         await calls.retry_transient("record results", write)
         self.announce(spec)
+
+    def stage_results(self, spec: RunSpec, results: list[CallResult]) -> None:
+        """``record_results`` without a commit of its own: written with the streamed
+        reply's first batch of deltas, ahead of them, or (a reply done before its first
+        batch) by the turn's record, when ``Announcer.take_staged`` says so."""
+        sid = spec["session_id"]
+        self.announcer.stage(
+            sid, [sessions.lock_running_stmt(sid, spec["run_seq"]), *result_stmts(spec, results)]
+        )
 
     async def record_turn(
         self,
@@ -238,12 +245,12 @@ class Ledger:
             ]
 
         # Fenced: an interrupted run (or one a newer run overtook) records no turn. The
-        # turn's last deltas go before its message (the one writer of the session's
-        # deltas now: ``Announcer.settle``).
+        # turn's last deltas go after the results the reply read and before its message
+        # (the one writer of the session's deltas now: ``Announcer.settle``).
         head = [
             sessions.lock_running_stmt(sid, spec["run_seq"]),
-            *([deltas_table.insert_stmt(sid, deltas)] if deltas else []),
             *result_stmts(spec, previous),
+            *([deltas_table.insert_stmt(sid, deltas)] if deltas else []),
         ]
 
         async def write() -> TurnRecord:
@@ -337,7 +344,7 @@ def result_stmts(spec: RunSpec, results: list[CallResult]) -> list[pg.Stmt]:
         msg = Message(
             role="tool", content=res.content(), tool_call_id=res.tool_call_id, name=res.tool
         )
-        stmts.append(transcript.append_stmt(spec, None, msg))
+        stmts.append(transcript.append_result_stmt(spec, msg))
         if not r.recorded:
             stmts.append(calls.settle_stmt(spec["session_id"], res))
         if r.waited:

@@ -41,6 +41,9 @@ class Reply:
     rows: list[deltas.Delta] = field(default_factory=list)
     stream: TurnStream | None = None
     """The turn's stream, to withdraw it if the turn cannot be recorded."""
+    staged: bool = False
+    """Statements the turn staged (``Announcer.stage``) are still unwritten: its record
+    writes them."""
 
 
 def streams() -> bool:
@@ -191,4 +194,6 @@ async def _streamed(model: StreamingModel, req: ModelRequest, stream: TurnStream
         update={"text": text or None, "usage": completed.usage + stream.cut_usage}
     )
     stream.open_tools.clear()  # final now: they come whole with the turn's message
-    return Reply(response, await stream.announcer.settle(stream.spec["session_id"]), stream)
+    sid = stream.spec["session_id"]
+    rows = await stream.announcer.settle(sid)
+    return Reply(response, rows, stream, staged=stream.announcer.take_staged(sid))

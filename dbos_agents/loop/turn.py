@@ -107,16 +107,22 @@ async def model_turn(
         # Outside the workflow's DBOS context, as a tool handler: an adapter's DBOS calls
         # cannot shift the workflow's operation ids.
         logged = None
-        if streams():
-            if previous:  # shown before the reply that reads them
+        staged = False
+        if streams() and previous:  # shown before the reply that reads them
+            if new:  # with the reply's first batch, or its record
+                ledger.stage_results(spec, previous)
+                staged = True
+            else:
                 try:
                     await ledger.record_results(spec, previous)
                 except RunFenced:
                     raise RunInterrupted(f"turn {turn}") from None
                 previous = []
-            if not new:  # an earlier execution may have streamed part of this turn
-                logged = await ledger.logged_deltas(spec, turn)
+        if streams() and not new:  # an earlier execution may have streamed part of it
+            logged = await ledger.logged_deltas(spec, turn)
         reply = await _dbos.outside_workflow(respond(spec, turn, req, logged))
+        if staged and not reply.staged:
+            previous = []  # written with a batch of the reply's deltas
         response = reply.response
         crash_point("model_answered")
         calls = unique_ids(response.tool_calls, set(used_ids), turn, namespace)

@@ -15,6 +15,12 @@ a slow timer of their own covers a lost notification.
 One writer per session at a time: a turn takes the deltas not flushed yet (``settle``)
 into its own record, after any flush in flight, so a session's delta ids grow in the
 order they commit and a reader that resumes after an id misses none.
+
+A turn may *stage* statements that must commit before its first deltas (the tool results
+its reply reads, fenced by its run): that session's first batch is then a transaction of
+its own, the staged statements and then its deltas; a turn whose reply is done before a
+batch was written takes them back (``take_staged``) into its record. Either way they cost
+no commit of their own.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -62,14 +69,24 @@ def notify_stmt(payloads: list[str]) -> pg.Stmt:
 class Announcer:
     """The worker's batches (see the module doc); used on the worker's event loop."""
 
-    def __init__(self, engine: AsyncEngine, interval_sec: float = 0.01) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        interval_sec: float = 0.01,
+        fenced: Callable[[BaseException], bool] = lambda exc: False,
+    ) -> None:
         self._engine = engine
+        self._fenced = fenced
+        """Whether a batch failed because staged statements were fenced off (dropped)."""
         self._interval = interval_sec
         self._queued: set[str] = set()
         self._rows: dict[str, list[deltas.Delta]] = {}
+        self._staged: dict[str, list[pg.Stmt]] = {}
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._flushing: asyncio.Future[None] | None = None
+        self._inflight: frozenset[str] = frozenset()
+        """Sessions whose deltas the flush in flight writes."""
         self.flushes = 0
         """Batches written (a figure for tests and benchmarks)."""
 
@@ -83,10 +100,22 @@ class Announcer:
         self._rows.setdefault(session_id, []).extend(rows)
         self._kick()
 
+    def stage(self, session_id: str, stmts: list[pg.Stmt]) -> None:
+        """Statements to commit with, and before, the session's next deltas (see the
+        module doc). They must hold the session's lock and be fenced by their run: a
+        fenced batch drops them (the turn is fenced too) and shows its deltas anyway."""
+        self._staged[session_id] = stmts
+
+    def take_staged(self, session_id: str) -> bool:
+        """Whether the session's staged statements are still unwritten (the caller writes
+        them now); after ``settle``, so no batch of them is in flight."""
+        return self._staged.pop(session_id, None) is not None
+
     async def settle(self, session_id: str) -> list[deltas.Delta]:
         """The session's deltas not flushed yet, taken out of the batches (the caller
-        writes them), once no flush is in flight."""
-        while self._flushing is not None:
+        writes them), once no flush of its deltas is in flight (a batch of others' deltas
+        or of announcements does not hold it up)."""
+        while self._flushing is not None and session_id in self._inflight:
             await asyncio.shield(self._flushing)
         return self._rows.pop(session_id, [])
 
@@ -110,27 +139,62 @@ class Announcer:
         queued, self._queued = sorted(self._queued), set()
         if not rows and not queued:
             return
-        stmts = [deltas.insert_many_stmt(rows)] if any(rows.values()) else []
-        payloads = queued + sorted(DELTAS + s for s, r in rows.items() if r and s not in queued)
+        own = {
+            sid: self._staged.pop(sid) for sid in list(rows) if rows[sid] and sid in self._staged
+        }
+        shared = {sid: r for sid, r in rows.items() if r and sid not in own}
+        stmts = [deltas.insert_many_stmt(shared)] if shared else []
+        payloads = queued + sorted(DELTAS + s for s in shared if s not in queued)
         if payloads:
             stmts.append(notify_stmt(payloads))
         self._flushing = asyncio.get_running_loop().create_future()
+        self._inflight = frozenset(s for s, r in rows.items() if r)
+        try:
+            batches = [self._write(stmts, shared, queued, {})] if stmts else []
+            batches += [
+                self._write(self._own(sid, rows[sid], st), {sid: rows[sid]}, [sid], {sid: st})
+                for sid, st in own.items()
+            ]
+            failed = await asyncio.gather(*batches)
+            self.flushes += len(failed)
+            if any(failed):
+                assert self._wake is not None
+                self._wake.set()
+                await asyncio.sleep(1.0)
+        finally:
+            fut, self._flushing = self._flushing, None
+            self._inflight = frozenset()
+            fut.set_result(None)
+
+    @staticmethod
+    def _own(sid: str, rows: list[deltas.Delta], staged: list[pg.Stmt]) -> list[pg.Stmt]:
+        """A session's batch with staged statements: they commit first, with its deltas
+        (their notification says something committed, not just deltas)."""
+        return [*staged, deltas.insert_stmt(sid, rows), notify_stmt([sid])]
+
+    async def _write(
+        self,
+        stmts: list[pg.Stmt],
+        rows: dict[str, list[deltas.Delta]],
+        queued: list[str],
+        staged: dict[str, list[pg.Stmt]],
+    ) -> bool:
+        """One batch; False when it was not written (what it held is kept for the next)."""
         try:
             await pg.script(self._engine, stmts)
-            self.flushes += 1
+            return False
         except Exception as exc:
             # Kept for the next batch (or the turn's own record): nothing shown is lost,
             # and a batch that did commit is not appended twice (unique parts).
             log.debug("live batch not written", extra={"error": str(exc)})
+            fenced = self._fenced(exc)
+            for sid, st in staged.items():
+                if not fenced:  # a fenced run's results are not written (nor its turn)
+                    self._staged.setdefault(sid, st)
             for sid, r in rows.items():
                 self._rows[sid] = [*r, *self._rows.get(sid, [])]
             self._queued.update(queued)
-            assert self._wake is not None
-            self._wake.set()
-            await asyncio.sleep(1.0)
-        finally:
-            fut, self._flushing = self._flushing, None
-            fut.set_result(None)
+            return True
 
     async def close(self) -> None:
         """Write what is queued, then stop (the worker's shutdown)."""

@@ -48,6 +48,16 @@ def append_stmt(spec: RunSpec, seq: int | None, msg: Message) -> Stmt:
     )
 
 
+def append_result_stmt(spec: RunSpec, msg: Message) -> Stmt:
+    """``append_stmt`` for a tool's result message, written at most once whoever writes it
+    first (a turn's record, a streamed reply's first batch, an earlier execution)."""
+    sql, params = append_stmt(spec, None, msg)
+    return (
+        sql + " ON CONFLICT (session_id, tool_call_id) WHERE role = 'tool' DO NOTHING",
+        params,
+    )
+
+
 def read_stmt(session_id: str, upto_seq: int | None = None) -> Stmt:
     """The session's messages in order (up to ``upto_seq`` when given); ``to_messages``."""
     upto = "" if upto_seq is None else " AND seq <= :upto"

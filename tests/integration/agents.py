@@ -246,13 +246,13 @@ def respond(request: ModelRequest) -> str | ModelResponse:
         return f"ugly saw {_last_tool(request)} and says {UGLY}"
     if agent in ("streamer", "slow_streamer", "stream_cut", "stream_fail"):
         return LONG_REPLY
-    if agent == "stream_cut_tool":
+    if agent in ("stream_cut_tool", "slow_tool_streamer"):
         if turn == 0:
             return calls(
                 call("get_order", {"order_id": "stream-" + _last_user(request)}),
                 text="Let me look that order up for you. ",
             )
-        return f"found: {_last_tool(request)}"
+        return f"found: {_last_tool(request)}" if agent == "stream_cut_tool" else LONG_REPLY
     raise AssertionError(f"no script for {agent}")
 
 
@@ -280,6 +280,7 @@ AGENTS = [
     Agent("stream_cut"),
     Agent("stream_cut_tool", tools=[get_order]),
     Agent("stream_fail"),
+    Agent("slow_tool_streamer", tools=[get_order]),
     Agent(
         "boss",
         sub_agents=[Agent("middle", sub_agents=[Agent("leaf", tools=[confirm])])],

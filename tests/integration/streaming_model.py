@@ -60,7 +60,7 @@ class StreamedScript:
             CUTS[key] += 1
             first = CUTS[key] == 1
         agent = request.agent
-        if agent == "slow_streamer":  # a piece every 20 ms, as a model writes
+        if agent in ("slow_streamer", "slow_tool_streamer"):  # a piece every 20 ms
             async for event in self.inner.stream(request):
                 await asyncio.sleep(0.02)
                 yield event

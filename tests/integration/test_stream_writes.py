@@ -106,3 +106,78 @@ async def test_a_reply_that_fails_for_good_is_withdrawn(
     assert rows[0].kind == "text" and rows[-1].kind == "retract"
     assert rows[-1].tool_index is None
     assert _assistant_texts(client, sid) == []
+
+
+def _xmins(url: str, sid: str) -> tuple[dict[str, list[str]], list[Any]]:
+    """The writing transaction of each message (by role) and of each delta, in order."""
+    with (
+        psycopg.connect(url, autocommit=True) as conn,
+        conn.cursor(row_factory=namedtuple_row) as cur,
+    ):
+        cur.execute(
+            "SELECT role, xmin::text AS x FROM dbos_agents.messages WHERE session_id = %s"
+            " ORDER BY seq",
+            (sid,),
+        )
+        by_role: dict[str, list[str]] = {}
+        for r in cur.fetchall():
+            by_role.setdefault(r.role, []).append(r.x)
+        cur.execute(
+            "SELECT turn, after_seq, xmin::text AS x FROM dbos_agents.deltas"
+            " WHERE session_id = %s ORDER BY id",
+            (sid,),
+        )
+        return by_role, cur.fetchall()
+
+
+async def test_a_tool_result_costs_a_streamed_turn_no_commit_of_its_own(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    """Readers see a tool's result before the reply that reads it, and it is written with
+    that reply's first batch (a model that writes slowly) or its record (one that is done
+    before the first batch): never in a transaction of its own."""
+    for agent, slow in (("stream_cut_tool", False), ("slow_tool_streamer", True)):
+        sid = await asyncio.to_thread(client.start, agent, "88")
+        info = await asyncio.to_thread(client.wait, sid, timeout=60)
+        assert info.status == "completed", info
+        tool_seq = next(m.seq for m in client.history(sid) if m.role == "tool")
+        by_role, rows = _xmins(integration_database_url, sid)
+        answer = [r for r in rows if r.turn == 2]
+        assert answer and min(r.after_seq for r in answer) >= tool_seq
+        (tool_x,) = by_role["tool"]
+        # With the reply's first batch, or (when the reply was done before one was
+        # written) with its record; never on its own.
+        assert tool_x in (answer[0].x, by_role["assistant"][1])
+        if slow:
+            assert tool_x == answer[0].x, "a reply written slowly: its first batch"
+
+
+async def test_a_fenced_stage_is_dropped_and_its_deltas_still_shown(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    """Statements staged for a run that is no longer running fail their batch: they are
+    dropped (the turn is fenced too), and the deltas they were to precede are shown anyway."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from dbos_agents.store import deltas, sessions
+    from dbos_agents.store.announce import Announcer
+    from dbos_agents.store.db import sqlalchemy_url
+
+    sid = await asyncio.to_thread(client.start, "chat", "done soon")
+    await asyncio.to_thread(client.wait, sid, timeout=60)
+    engine = create_async_engine(sqlalchemy_url(integration_database_url))
+    announcer = Announcer(engine, 0.01, fenced=sessions.is_fence)
+    try:
+        announcer.stage(sid, [sessions.lock_running_stmt(sid, 1)])  # run 1 has ended
+        row = deltas.Delta(run_seq=1, turn=99, attempt=1, part=0, kind="text", text="late")
+        announcer.append(sid, [row])
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if [r for r in _deltas(integration_database_url, sid) if r.turn == 99]:
+                break
+        shown = [r.text for r in _deltas(integration_database_url, sid) if r.turn == 99]
+        assert shown == ["late"]
+        assert not announcer.take_staged(sid)
+    finally:
+        await announcer.close()
+        await engine.dispose()
