@@ -27,6 +27,7 @@ from _lib.stats import pct
 from _lib.tables import md_table as table
 from machine import pkg_version
 from sections import (
+    chat_ui_section,
     concurrency_section,
     parked_section,
     parking_section,
@@ -283,6 +284,7 @@ def report(
         *recovery_section(results["recovery"]),
         *concurrency_section(results.get("concurrency")),
         *streaming_section(results.get("streaming")),
+        *chat_ui_section(results.get("chat_ui")),
         "## What each benchmark is",
         "",
         "- `bench/turn_overhead.py`: dbos-agents' durable loop (a model step that records the"
@@ -307,6 +309,9 @@ def report(
         "- `bench/streaming.py`: live streams: adapter -> SSE reader latency with N streams"
         " (worker, server and readers in three processes) and per-turn cost of streaming, on"
         " against off and against LangGraph streaming its tokens.",
+        "- `bench/chat_ui.py`: the AI SDK's client (`AbstractChat` + `DefaultChatTransport`,"
+        " in Node) with N chats at once on one worker: first token after the model's first"
+        " delta, a client tool's round trip (worker, server and client in three processes).",
         "- `bench/http_submit.py` (HTTP submit throughput through `dbos-agents serve`) needs a"
         " worker and a server process and is run on its own.",
         "",

@@ -282,3 +282,61 @@ def streaming_section(res: dict[str, Any] | None) -> list[str]:
         goals.append(("per turn, ours / LangGraph, both streaming",
                       f"{turns['on_ms'] / lg['ms_per_turn_median']:.2f}x", "reported", ""))  # fmt: skip
     return [*out, table(("figure", "value", "goal", "met"), goals), ""]
+
+
+GOAL_CHATS = 100
+"""Issue 28's chat-UI goals are set for this many chats at once on one worker; a smaller
+largest N is shown but not judged."""
+
+
+def chat_ui_section(res: dict[str, Any] | None) -> list[str]:
+    """bench/chat_ui.py: the AI SDK's client (AbstractChat + DefaultChatTransport) with N
+    chats at once: first token after the model's first delta, a client tool's round trip."""
+    out = ["## Chat UIs (AI SDK)", ""]
+    if res is None:
+        return [*out, "Not measured in this run (`python bench/chat_ui.py`).", ""]
+    rows, a = res["rows"], res["args"]
+
+    def ms(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1f}"
+
+    keys = ("first_token_p50_ms", "first_token_p99_ms", "round_trip_p50_ms", "round_trip_p99_ms",
+            "round_trip_post_p50_ms", "round_trip_resume_p50_ms", "round_trip_deliver_p50_ms")  # fmt: skip
+    body = [(str(r["chats"]), *(ms(r[k]) for k in keys), str(r["chats_with_wrong_text"]))
+            for r in rows]  # fmt: skip
+    out += [
+        "`bench/chat_ui.py`: a worker whose model stamps each piece as it leaves the adapter,"
+        " `dbos-agents serve` (session tokens) and one Node process running the official"
+        " `AbstractChat` + `DefaultChatTransport` (what `useChat` runs), on one database. For"
+        f" each N, {a['rounds']} round(s) of: N chats with `stamp` at once ({a['pieces']}"
+        f" pieces, one every {a['pace_ms']:g} ms, after {a['lead_ms']:g} ms), then N chats with"
+        " `asker` (a client tool answered by `onToolCall` + `addToolOutput`, posted by"
+        " `sendAutomaticallyWhen`, then a streamed answer); each chat starts within"
+        f" {a['spread_ms']:g} ms of its phase. First token: the first `text-delta`'s arrival"
+        " at the client minus its stamp. Round trip: `onToolCall` -> the answer's first"
+        " `text-delta`. Wrong text counts chats whose text is not exactly the stamped pieces"
+        " once each. See docs/bench-notes/chat_ui.md.",
+        "",
+        table(
+            ("chats", "first token p50 ms", "p99 ms", "round trip p50 ms", "p99 ms",
+             "tool -> POST", "POST -> piece", "piece -> client", "wrong text"),
+            body,
+        ),
+        "",
+    ]  # fmt: skip
+    big = max(rows, key=lambda r: r["chats"])
+    n = big["chats"]
+
+    def judged(x: float | None, goal: float) -> str:
+        if n < GOAL_CHATS:
+            return f"n/a ({n} chats)"
+        return met(x is not None and x <= goal)
+
+    ft, rt = big["first_token_p50_ms"], big["round_trip_p50_ms"]
+    wrong = sum(r["chats_with_wrong_text"] for r in rows)
+    goals = [
+        (f"first token p50, {n} chats", f"{ms(ft)} ms", "<= 15 ms", judged(ft, 15)),
+        (f"client-tool round trip p50, {n} chats", f"{ms(rt)} ms", "<= 30 ms", judged(rt, 30)),
+        ("chats with wrong text (every N)", str(wrong), "0", met(wrong == 0)),
+    ]
+    return [*out, table(("figure", "value", "goal", "met"), goals), ""]

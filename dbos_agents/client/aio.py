@@ -157,18 +157,23 @@ class AsyncAgentClient:
     revoke_tokens = _awaited(AgentClient.revoke_tokens)
     reap_tombstones = _awaited(AgentClient.reap_tombstones)
 
-    async def watch(self, session_id: str) -> AsyncSessionWatch:
+    async def watch(self, session_id: str, *, check: bool = True) -> AsyncSessionWatch:
         """A watch on the session (see ``AgentClient.watch``) on this client's one shared
         LISTEN connection: it holds no thread and no connection of its own. Close it (or
-        use ``async with``) when done."""
-        await self.session(session_id)
-        listener = await _off_loop(self._sync.watches.listener)
+        use ``async with``) when done. ``check=False``: the caller has just read the
+        session through this client's scope (no second read)."""
+        if check:
+            await self.session(session_id)
+        watches = self._sync.watches
+        listener = watches.started()
+        if listener is None:
+            listener = await _off_loop(watches.listener)
         return AsyncSessionWatch(listener, session_id)
 
-    async def live_watch(self, session_id: str) -> LiveWatch:
+    async def live_watch(self, session_id: str, *, check: bool = True) -> LiveWatch:
         """A live stream's wait (``LiveWatch``): a watch on the session and a subscription
         to this client's delta feed. Make it before the stream's first read."""
-        watch = await self.watch(session_id)
+        watch = await self.watch(session_id, check=check)
         return LiveWatch(watch, self._sync.watches.feed, session_id)
 
     def stream(

@@ -88,6 +88,10 @@ class Watches:
         self._listener: Listener | None = None
         self.feed = DeltaFeed(engine)
 
+    def started(self) -> Listener | None:
+        """The listener if it is running already (no lock, no thread hop: the common case)."""
+        return self._listener
+
     def listener(self) -> Listener:
         with self._lock:
             if self._listener is None:

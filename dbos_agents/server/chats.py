@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from fastapi import HTTPException, Request
 
 from ..errors import InvalidRequestError, SessionNotFoundError, UnknownAgentError
+from ..outcome import SessionInfo
 from .auth import Access, Operation
 from .context import ServerContext
 
@@ -40,6 +41,14 @@ class Chat:
     access: Access
     exists: bool
     """The session has been started (False: ``say`` starts it)."""
+    info: SessionInfo | None = None
+    """The session as read when the chat was let in (None: not started)."""
+
+    def session(self) -> SessionInfo:
+        """The started session as read when it was let in (authorized: no second read)."""
+        if self.info is None:
+            raise HTTPException(404, f"no chat {self.chat_id!r} of agent {self.agent!r}")
+        return self.info
 
 
 def ctx_of(request: Request) -> ServerContext:
@@ -85,12 +94,12 @@ async def open_chat(
         raise UnknownAgentError(agent, allowed)
     sid = chat_session_id(ctx, agent, chat_id, field=field)
     try:
-        await ctx.agent_client().session(sid)
+        info = await ctx.agent_client().session(sid)
     except SessionNotFoundError:
         access = await ctx.authorize(request, "create_session", None)
         return Chat(agent, chat_id, sid, access, exists=False)
     access = await ctx.authorize(request, operation, sid)
-    return Chat(agent, chat_id, sid, access, exists=True)
+    return Chat(agent, chat_id, sid, access, exists=True, info=info)
 
 
 async def say(request: Request, chat: Chat, message: str) -> str | None:

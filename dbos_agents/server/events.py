@@ -86,7 +86,7 @@ async def stream_events(
     yield ServerSentEvent(retry=RETRY_MS, sep=SEP)
     started = time.monotonic()
     progress = Progress(after, follow)
-    async with await client.live_watch(session_id) as live:
+    async with await client.live_watch(session_id, check=False) as live:
         while True:
             try:
                 batch = await client.read_events(session_id, progress.cursor)

@@ -70,7 +70,7 @@ async def run_agent(request: Request, agent: str) -> EventSourceResponse:
     if not chat.exists:
         return await _new_thread(request, ctx, chat, body)
     client = ctx.acting(chat.access)
-    info = await client.session(chat.session_id)
+    info = chat.session()
     history = await client.history(chat.session_id)
     end = Cursor(history[-1].seq if history else 0)
     view = ClientView(list(body.messages))

@@ -75,7 +75,7 @@ async def run_stream(
     started = time.monotonic()
     progress = Progress(start, follow=True)
     try:
-        async with await client.live_watch(session_id) as live:
+        async with await client.live_watch(session_id, check=False) as live:
             while True:
                 batch = await client.read_events(session_id, progress.cursor)
                 events, step = progress.take(batch)

@@ -53,7 +53,7 @@ async def _say(request: Request, chat: Chat, move: Say) -> EventSourceResponse:
     client = ctx.agent_client()
     run_seq, after = 1, Cursor()
     if chat.exists:
-        info = await ctx.acting(chat.access).session(chat.session_id)
+        info = chat.session()
         run_seq = info.run_seq + 1
         after = (await client.offload(run_cursors, chat.session_id, run_seq)).start
     token = await say(request, chat, move.text)
@@ -74,7 +74,7 @@ async def _answer(request: Request, chat: Chat, answers: list[Answer]) -> EventS
         let_in[op] = await ctx.authorize(request, op, chat.session_id)
     approving = let_in.get("decide_approval")
     who = approver(ctx, approving) if approving is not None else None
-    info = await ctx.acting(chat.access).session(chat.session_id)
+    info = chat.session()
     run_seq = info.run_seq
     after = (await ctx.agent_client().offload(run_cursors, chat.session_id, run_seq)).asked
     reached, problems = await deliver(ctx, chat.access, chat.session_id, answers, who)
@@ -124,7 +124,7 @@ async def chat_resume(request: Request, agent: str, chat_id: str) -> Response:
     if not chat.exists:
         return Response(status_code=204)
     ctx = ctx_of(request)
-    info = await ctx.acting(chat.access).session(chat.session_id)
+    info = chat.session()
     if info.status not in BUSY:
         return Response(status_code=204)
     start = (await ctx.agent_client().offload(run_cursors, chat.session_id, info.run_seq)).start

@@ -85,7 +85,7 @@ async def run_parts(
     """The run's parts after ``after`` until ``parts.done`` (see the module doc)."""
     started = time.monotonic()
     progress = Progress(after, follow=True)
-    async with await client.live_watch(session_id) as live:
+    async with await client.live_watch(session_id, check=False) as live:
         while True:
             try:
                 batch = await client.read_events(session_id, progress.cursor)
