@@ -34,8 +34,10 @@ HINTS = {
 class Printer:
     """Human output: streamed text on one line (the spinner stopped meanwhile)."""
 
-    def __init__(self, spinner: Status, full: bool) -> None:
+    def __init__(self, spinner: Status, full: bool, database_url: str | None = None) -> None:
         self.spinner, self.full = spinner, full
+        self.database_url = database_url
+        """Given with ``--database-url``: the ``submit`` lines printed carry it."""
         self.run = -1
         self.live = False
         """A reply's text is being printed (its line is open)."""
@@ -81,7 +83,7 @@ class Printer:
                 out.print(render.tool_calls(e, full=self.full))
         elif isinstance(e, PendingEvent):
             self.close()
-            out.print(render.waiting(e), soft_wrap=True)
+            render.print_wait(out, e, database_url=self.database_url, full=self.full)
         else:
             self.close()
             out.print(render.final_status(e.status, e.error, e.final_output))
@@ -95,6 +97,7 @@ def follow(
     as_json: bool = False,
     full: bool = False,
     poll: float = 5.0,
+    database_url: str | None = None,
 ) -> str:
     """Print the log after ``after`` (a message seq or a cursor ``N.D``) as it comes;
     return the status the run ended in. ``poll``: the safety net's interval (changes wake
@@ -108,7 +111,7 @@ def follow(
         client.watch(session_id) as watch,
         (err if as_json else out).status("", spinner="dots") as spinner,
     ):
-        printer = Printer(spinner, full)
+        printer = Printer(spinner, full, database_url)
         try:
             while True:
                 batch = client.read_events(session_id, progress.cursor)

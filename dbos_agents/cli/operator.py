@@ -112,7 +112,11 @@ def pending(
     database_url: str | None = DbUrl,
     as_json: bool = AsJson,
 ) -> None:
-    """List pending client-tool calls and approvals, oldest deadline first."""
+    """List pending client-tool calls and approvals, oldest deadline first.
+
+    Each with its arguments, the result it expects and a submit line that answers it (a
+    client tool's with an example result that validates). --json: the rows, schemas whole.
+    """
     if kind not in (None, "client", "approval"):
         raise typer.BadParameter("--kind is client or approval")
     with open_client(database_url) as client:
@@ -126,15 +130,7 @@ def pending(
     if as_json:
         emit([r.model_dump(mode="json") for r in rows])
         return
-    out.print(render.pending_table(rows))
-    if rows and not include_resolved:
-        r = rows[0]
-        answer = "--approve" if r.kind == "approval" else "--result '<json>'"
-        out.print(
-            f"[dim]answer with: dbos-agents submit {escape(r.root_session_id)}"
-            f" {escape(r.tool_call_id)} {escape(answer)}[/]",
-            soft_wrap=True,
-        )
+    render.print_pending(out, rows, database_url=database_url)
 
 
 @command(panel="Waits")

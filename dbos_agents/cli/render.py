@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shlex
 from datetime import UTC, datetime
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -14,6 +16,7 @@ from rich.text import Text
 from ..events import PendingEvent
 from ..outcome import SessionInfo
 from ..records import HistoryEntry, PendingCall, ToolCallRecord
+from . import expected
 
 STATUS_STYLE = {
     "queued": "yellow",
@@ -125,9 +128,10 @@ def session_panel(info: SessionInfo) -> Panel:
 
 
 def ledger(calls: list[ToolCallRecord]) -> Table:
-    table = Table(title="tool calls", title_justify="left")
+    """No vertical rules, and names fold rather than end in ``…``: 80 columns hold it."""
+    table = Table(title="tool calls", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("tool call", "tool", "kind", "status", "attempts", "run.turn"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for c in calls:
         table.add_row(
             c.tool_call_id,
@@ -140,16 +144,63 @@ def ledger(calls: list[ToolCallRecord]) -> Table:
     return table
 
 
-def waiting(p: PendingCall | PendingEvent) -> Text:
-    """A pending call and the command that answers it."""
-    answer = "--approve (or --deny)" if p.kind == "approval" else "--result '<json>'"
-    line = Text("waiting for ", style="yellow")
-    line.append(f"{p.kind} {p.tool}", style="bold yellow")
-    line.append(f"({_clip(json.dumps(p.arguments), False)}) [{p.tool_call_id}]\n")
-    line.append(
-        f"  answer: dbos-agents submit {p.root_session_id} {p.tool_call_id} {answer}", style="dim"
-    )
-    return line
+def submit_command(p: PendingCall | PendingEvent, database_url: str | None = None) -> str | None:
+    """The ``dbos-agents submit`` line that answers ``p``, pasteable as printed (its result
+    the example of the tool's schema); None when no example validates."""
+    if p.kind == "approval":
+        answer = ["--approve"]
+    else:
+        found = expected.example(p.output_schema or {})
+        if found is None:
+            return None
+        answer = ["--result", json.dumps(found.value)]
+    url = ["--database-url", database_url] if database_url else []
+    return shlex.join(["dbos-agents", "submit", p.root_session_id, p.tool_call_id, *answer, *url])
+
+
+def print_wait(
+    console: Console,
+    p: PendingCall | PendingEvent,
+    *,
+    database_url: str | None = None,
+    full: bool = False,
+) -> None:
+    """A wait, and what answers it: the tool's arguments, the result it expects (a sketch
+    of its schema) and a ``submit`` line. Labelled rows wrap within their column at any
+    width; the command is one line the terminal wraps, so it copies whole."""
+    status = p.status if isinstance(p, PendingCall) else "waiting"
+    open_ = status == "waiting"
+    kind = "client tool " if p.kind == "client" else "approval of "
+    head = Text(kind, style="yellow" if open_ else "dim")
+    head.append(p.tool, style="bold yellow" if open_ else "bold")
+    head.append(f"  {status}", style="yellow" if open_ else "")
+    if open_:
+        head.append(f", deadline {until(p.deadline)}", style="dim")
+    rows = Table.grid(padding=(0, 2))
+    rows.add_column(style="dim", no_wrap=True)
+    rows.add_column(overflow="fold")
+    rows.add_row("session", p.root_session_id)
+    if isinstance(p, PendingCall) and p.owner_session_id != p.root_session_id:
+        rows.add_row("sub-agent", p.owner_session_id)
+    rows.add_row("tool call", p.tool_call_id)
+    rows.add_row("arguments", _clip(json.dumps(p.arguments), full))
+    if p.kind == "client":
+        rows.add_row("result", expected.sketch(p.output_schema or {}))
+    if isinstance(p, PendingCall) and p.submission is not None:
+        rows.add_row("submitted", _clip(json.dumps(p.submission), full))
+    console.print(head)
+    console.print(Padding(rows, (0, 0, 0, 2), expand=False))
+    if not open_:
+        return
+    command = submit_command(p, database_url)
+    if p.kind == "approval":
+        console.print(Text("  answer (or --deny --reason WHY):", style="dim"))
+    elif command is None:
+        console.print(Text("  answer with --result JSON of that shape:", style="dim"))
+        command = shlex.join(["dbos-agents", "submit", p.root_session_id, p.tool_call_id])
+    else:
+        console.print(Text("  answer (an example result that validates; edit it):", style="dim"))
+    console.print(f"    {command}", soft_wrap=True, markup=False, highlight=False)
 
 
 def sessions_table(rows: list[SessionInfo]) -> Table:
@@ -196,19 +247,12 @@ def until(when: datetime, now: datetime | None = None) -> str:
     return ago(when, now) if when <= now else "in " + ago(now, when).removesuffix(" ago")
 
 
-def pending_table(rows: list[PendingCall]) -> Table:
-    """Ids never wrap (they are copied into ``submit``); the owner only for sub-agents."""
-    table = Table(
-        title=f"{len(rows)} pending call(s)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    subs = any(r.owner_session_id != r.root_session_id for r in rows)
-    cols = ("root session", "tool call", "kind", "tool", "status", "deadline")
-    for col in (*cols, "owner") if subs else cols:
-        table.add_column(col, no_wrap=col in ("root session", "tool call", "owner"))
+def print_pending(
+    console: Console, rows: list[PendingCall], *, database_url: str | None = None
+) -> None:
+    """Each call as a block (``print_wait``): a table of ids, names and JSON shrinks them to
+    ``cli… con…`` at 80 columns, and these are what an operator copies."""
+    console.print(Text(f"{len(rows)} pending call(s), oldest deadline first", style="bold"))
     for r in rows:
-        cells = [r.root_session_id, r.tool_call_id, r.kind, r.tool, r.status, until(r.deadline)]
-        table.add_row(*cells, *([r.owner_session_id] if subs else []))
-    return table
+        console.print()
+        print_wait(console, r, database_url=database_url)

@@ -43,7 +43,10 @@ def _started(sid: str, agent: str, verb: str, as_json: bool, following: bool) ->
     if as_json:
         emit({"event": verb, "session_id": sid, "agent": agent})
         return
-    out.print(f"{verb} session [bold]{escape(sid)}[/] ({escape(agent)}), queued for a worker")
+    out.print(
+        f"{verb} session [bold]{escape(sid)}[/] ({escape(agent)}), queued for a worker",
+        soft_wrap=True,  # the id is copied: never broken across lines
+    )
     if not following:
         out.print(f"[dim]follow it: dbos-agents follow {escape(sid)}[/]", soft_wrap=True)
 
@@ -75,7 +78,7 @@ def start(
         sid = client.start(agent, message, user_id=user_id, tenant_id=tenant_id)
         _started(sid, agent, "started", as_json, follow_it)
         if follow_it:
-            exit_for(follow(client, sid, as_json=as_json, full=full))
+            exit_for(follow(client, sid, as_json=as_json, full=full, database_url=database_url))
 
 
 @command(panel="Sessions")
@@ -95,7 +98,16 @@ def send(
         _started(session_id, info.agent, "continued", as_json, follow_it)
         if follow_it:
             after = history[-1].seq if history else 0
-            exit_for(follow(client, session_id, after=after, as_json=as_json, full=full))
+            exit_for(
+                follow(
+                    client,
+                    session_id,
+                    after=after,
+                    as_json=as_json,
+                    full=full,
+                    database_url=database_url,
+                )
+            )
 
 
 @command("sessions", panel="Sessions")
@@ -158,7 +170,7 @@ def show(
     if calls:
         out.print(render.ledger(calls))
     for p in waits:
-        out.print(render.waiting(p), soft_wrap=True)
+        render.print_wait(out, p, database_url=database_url, full=full)
 
 
 @command("follow", panel="Sessions")
@@ -178,4 +190,13 @@ def follow_command(
     JSON lines, each {"event": "delta" | "retract" | "message" | "pending" | "status", ...}.
     """
     with open_client(database_url) as client:
-        exit_for(follow(client, session_id, after=after, as_json=as_json, full=full))
+        exit_for(
+            follow(
+                client,
+                session_id,
+                after=after,
+                as_json=as_json,
+                full=full,
+                database_url=database_url,
+            )
+        )

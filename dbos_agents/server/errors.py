@@ -1,9 +1,12 @@
-"""The one place errors become HTTP responses: ``{"error": CODE, "message": ...}``.
+"""The one place errors become HTTP responses, all of one shape (``ErrorBody``):
+``{"error": CODE, "message": ..., "details": [...]}`` (``details`` only when there are).
 
 ``DbosAgentsError`` subclasses map by their stable ``code``; a malformed body is 400
 ``INVALID_REQUEST`` (not FastAPI's 422); HTTP errors raised by routes, auth and routing
-get a code named after their status; a lost database is 503; anything else is a 500 that
-says nothing about internals.
+get a code named after their status; a submit with no wait to answer is 404
+``UNKNOWN_TOOL_CALL``; a lost database is 503; anything else is a 500 that says nothing
+about internals. Codes are UPPER_CASE; the lower-case words (``already_completed``...)
+are outcomes of a submit that succeeded as a request, never errors.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "INVALID_REQUEST": 400,
     "INVALID_RESULT": 400,
     "NOT_ROOT_SESSION": 400,
+    "UNKNOWN_TOOL_CALL": 404,
     "DATABASE_UNAVAILABLE": 503,
 }
 """Codes not listed answer 500."""
@@ -53,9 +57,11 @@ _DESCRIPTIONS = {
     401: "UNAUTHORIZED: missing, malformed, expired or forged token.",
     403: "FORBIDDEN: a valid token for another session (or a refused operation); "
     "ACCESS_DENIED: another user's or tenant's session.",
-    404: "SESSION_NOT_FOUND; UNKNOWN_AGENT (POST /sessions, with ServerSettings.agents).",
+    404: "SESSION_NOT_FOUND; UNKNOWN_AGENT (POST /sessions, with ServerSettings.agents); "
+    "UNKNOWN_TOOL_CALL (submit-tool-result: no open wait; details[0].reason is no_session, "
+    "no_pending_call, interrupted or run_ended).",
     409: "SESSION_BUSY: the session's run is still going.",
-    411: "LENGTH_REQUIRED: POST without Content-Length, or a chunked body.",
+    411: "LENGTH_REQUIRED: a chunked body (send Content-Length; no header is an empty body).",
     413: "PAYLOAD_TOO_LARGE: Content-Length over max_body_bytes.",
     503: "DATABASE_UNAVAILABLE.",
 }
@@ -75,6 +81,16 @@ def error_json(
     if details is not None:
         body["details"] = details
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def unknown_tool_call(session_id: str, tool_call_id: str, reason: str | None) -> JSONResponse:
+    """A submit with no wait to answer: 404 in the common shape, the reason as a detail."""
+    return error_json(
+        404,
+        "UNKNOWN_TOOL_CALL",
+        f"no open wait for tool call {tool_call_id!r} in session {session_id!r}",
+        [{"reason": reason or "no_pending_call"}],
+    )
 
 
 async def _agents_error(request: Request, exc: Exception) -> JSONResponse:

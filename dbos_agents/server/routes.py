@@ -16,7 +16,7 @@ from ..outcome import SessionStatus
 from ..records import SubmitOutcome
 from .auth import Access, Operation, TokenError, unauthorized
 from .context import ServerContext
-from .errors import ERROR_RESPONSES
+from .errors import ERROR_RESPONSES, unknown_tool_call
 from .events import SEP, StreamOptions, stream_events
 from .schemas import (
     Approval,
@@ -32,7 +32,6 @@ from .schemas import (
     Submission,
     SubmitAccepted,
     TokensRevoked,
-    UnknownToolCall,
 )
 
 router = APIRouter()
@@ -164,10 +163,7 @@ async def get_pending(request: Request, session_id: str) -> PendingList:
 @router.post(
     "/sessions/{session_id}/submit-tool-result",
     response_model=SubmitAccepted,
-    responses={
-        404: {"model": UnknownToolCall, "description": "No such wait (`reason` says why)."},
-        **_responses(400, 401, 403, 411, 413),
-    },
+    responses=_responses(400, 401, 403, 404, 411, 413),
     tags=["submit"],
 )
 async def submit_tool_result(
@@ -199,11 +195,7 @@ async def submit_tool_result(
         raise
     ctx.metrics.submits.labels(body.kind, outcome.status).inc()
     if outcome.status == "unknown_tool_call":
-        unknown = UnknownToolCall(
-            reason=outcome.reason,
-            message=f"no open wait for tool call {body.tool_call_id!r} in session {session_id!r}",
-        )
-        return JSONResponse(unknown.model_dump(), status_code=404)
+        return unknown_tool_call(session_id, body.tool_call_id, outcome.reason)
     return SubmitAccepted(status=outcome.status)
 
 

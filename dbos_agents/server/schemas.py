@@ -108,13 +108,6 @@ class SubmitAccepted(BaseModel):
     status: Literal["accepted", "already_completed", "late_answer_after_timeout"]
 
 
-class UnknownToolCall(BaseModel):
-    error: Literal["unknown_tool_call"] = "unknown_tool_call"
-    reason: str | None
-    """``no_session``, ``no_pending_call`` or ``interrupted``."""
-    message: str
-
-
 class InterruptResult(BaseModel):
     session_id: str
     interrupted_sessions: list[str]
@@ -122,13 +115,15 @@ class InterruptResult(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    """Every error response: a stable ``error`` code and a sentence."""
+    """Every error response, one shape: a stable UPPER_CASE ``error`` code, a sentence, and
+    for some codes ``details``. Clients branch on ``error``, never on ``message``."""
 
     error: str
     message: str
     details: list[dict[str, JsonValue]] | None = None
     """``INVALID_RESULT``: schema violations (path, message); ``INVALID_REQUEST`` from a
-    malformed body: the validation errors (loc, msg, type)."""
+    malformed body: the validation errors (loc, msg, type); ``UNKNOWN_TOOL_CALL``: one
+    ``{"reason": ...}`` (no_session, no_pending_call, interrupted or run_ended)."""
 
 
 class Health(BaseModel):

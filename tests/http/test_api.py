@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -168,8 +169,11 @@ def test_unknown_tool_call_is_404(api: Api) -> None:
     sid, token = api.create("chat")
     r = api.submit(sid, token, {"kind": "client-tool-error", "tool_call_id": "nope", "error": "x"})
     assert r.status_code == 404
-    body = r.json()
-    assert (body["error"], body["reason"]) == ("unknown_tool_call", "no_pending_call")
+    assert r.json() == {
+        "error": "UNKNOWN_TOOL_CALL",  # the one error shape (ErrorBody), an upper-case code
+        "message": f"no open wait for tool call 'nope' in session {sid!r}",
+        "details": [{"reason": "no_pending_call"}],
+    }
 
 
 def test_late_answer_after_timeout(api: Api, agent_client: AgentClient) -> None:
@@ -191,7 +195,7 @@ def test_interrupt_then_late_submit_is_404(api: Api, agent_client: AgentClient) 
     assert out["interrupted_sessions"] == [sid] and out["cancelled_calls"] == [p.tool_call_id]
     body = {"kind": "client-tool-result", "tool_call_id": p.tool_call_id, "result": {"ok": True}}
     r = api.submit(sid, token, body)
-    assert r.status_code == 404 and r.json()["reason"] == "interrupted"
+    assert r.status_code == 404 and r.json()["details"] == [{"reason": "interrupted"}]
     assert api.wait(sid, token)["session"]["status"] == "interrupted"
 
 
@@ -247,6 +251,20 @@ def test_openapi_document(http: httpx.Client, server: LiveServer) -> None:
         "approval",
     }
     assert {"200", "400", "401", "403", "404", "411", "413"} <= set(submit["responses"])
+    # Every error answer of every route has the one shape (ErrorBody), 404 of submit too
+    # (the 503 of /healthz is its health report, not an error).
+    errors = [
+        (path, method, status, response)
+        for path, ops in paths.items()
+        for method, op in ops.items()
+        for status, response in op["responses"].items()
+        if status[0] in "45" and path != "/healthz"
+    ]
+    assert errors and all(
+        r["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
+        for _, _, _, r in errors
+    ), [e[:3] for e in errors if "ErrorBody" not in json.dumps(e[3])]
+    assert "UNKNOWN_TOOL_CALL" in submit["responses"]["404"]["description"]
     assert all("422" not in op["responses"] for p in paths.values() for op in p.values())
     assert "409" in paths["/sessions/{session_id}/messages"]["post"]["responses"]
 

@@ -201,12 +201,24 @@ def test_the_hook_can_replace_tokens_and_scopes_by_tenant(
     assert r.json() == {"error": "SESSION_NOT_FOUND", "message": "no session 'ses_missing'"}
 
 
-def test_post_without_content_length_is_411(server: LiveServer) -> None:
+def test_a_post_without_content_length_has_an_empty_body(
+    http: httpx.Client, server: LiveServer
+) -> None:
+    """HTTP/1.1: no Content-Length and no Transfer-Encoding is a body of 0 bytes, as
+    `curl -X POST .../interrupt` sends it (it answered 411 unless `-d ''`)."""
+    sid = _create(http, server)["session_id"]
+    raw = server.raw(
+        f"POST /sessions/{sid}/interrupt HTTP/1.1\r\nHost: t\r\nX-User: admin\r\n"
+        "Connection: close\r\n\r\n".encode()
+    )
+    assert raw.startswith(b"HTTP/1.1 200"), raw
+    assert json.loads(raw.partition(b"\r\n\r\n")[2])["interrupted_sessions"] == [sid]
+    # A route that needs a body gets an empty one: a 400 that says what is missing.
     raw = server.raw(
         b"POST /sessions HTTP/1.1\r\nHost: t\r\nX-User: alice\r\nConnection: close\r\n\r\n"
     )
-    assert raw.startswith(b"HTTP/1.1 411")
-    assert json.loads(raw.partition(b"\r\n\r\n")[2])["error"] == "LENGTH_REQUIRED"
+    assert raw.startswith(b"HTTP/1.1 400"), raw
+    assert json.loads(raw.partition(b"\r\n\r\n")[2])["error"] == "INVALID_REQUEST"
 
 
 def test_chunked_body_is_411(http: httpx.Client, server: LiveServer) -> None:
