@@ -23,7 +23,9 @@ from .errors import (
     RuntimeNotLaunchedError,
     SessionBusyError,
     SessionNotFoundError,
+    StateValidationError,
     TransientModelError,
+    TurnNotFoundError,
     UnknownAgentError,
     UnsupportedDBOSError,
 )
@@ -117,7 +119,9 @@ __all__ = [
     "RuntimeNotLaunchedError",
     "SessionBusyError",
     "SessionNotFoundError",
+    "StateValidationError",
     "TransientModelError",
+    "TurnNotFoundError",
     "UnknownAgentError",
     "UnsupportedDBOSError",
 ]

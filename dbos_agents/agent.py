@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
 
 from .client_tools import DEFAULT_TIMEOUT, ClientTool
 from .errors import DefinitionError
 from .messages import JSONValue
+from .state import MigrateState, StateSchema, check_model
 from .tools import Tool, check_name
+
+Instructions = str | Callable[[Any], str]
+"""The system prompt, or a function of the session's state (``Agent(state=...)``) that
+returns it, evaluated at every model turn with the state as of that turn."""
 
 SUBAGENT_PREFIX = "subagent__"
 SUBAGENT_PARAMETERS: dict[str, JSONValue] = {
@@ -33,6 +41,11 @@ class Agent:
     client-tool and approval waits. A ``persistent`` agent keeps one workflow per session:
     after a run it waits up to ``idle_ttl`` on its inbox for the next message instead of
     ending, so a follow-up costs no new workflow.
+
+    ``state`` is a pydantic model with defaults: each session's typed state, read and
+    changed by tools (``ToolContext.state``) and committed with their results;
+    ``migrate_state`` upgrades a stored state the model no longer accepts (dict -> dict).
+    ``instructions`` may then be a function of the state.
     """
 
     name: str
@@ -40,7 +53,7 @@ class Agent:
     def __init__(
         self,
         name: str,
-        instructions: str = "",
+        instructions: Instructions = "",
         *,
         tools: Sequence[Tool | ClientTool] = (),
         sub_agents: Sequence[Agent] = (),
@@ -52,10 +65,13 @@ class Agent:
         description: str = "",
         persistent: bool = False,
         idle_ttl: timedelta = timedelta(hours=1),
+        state: type[BaseModel] | None = None,
+        migrate_state: MigrateState | None = None,
     ) -> None:
         problems = check_name("agent", name)
-        if not isinstance(instructions, str):
-            problems.append("instructions must be a string")
+        if not isinstance(instructions, str) and not callable(instructions):
+            problems.append("instructions must be a string or a function of the state")
+        problems += check_model(state, migrate_state)
         seen: set[str] = set()
         for t in tools:
             if not isinstance(t, Tool | ClientTool):
@@ -93,8 +109,16 @@ class Agent:
         if problems:
             raise DefinitionError(f"agent {name!r}", problems)
         self.name = name
-        self.instructions = instructions
-        self.description = description or instructions.split("\n\n")[0][:200]
+        fixed = instructions if isinstance(instructions, str) else ""
+        self.instructions: str = fixed
+        """The fixed instructions ("" when they are a function of the state)."""
+        self.instructions_fn: Callable[[Any], str] | None = (
+            None if isinstance(instructions, str) else instructions
+        )
+        self.description = description or fixed.split("\n\n")[0][:200]
+        self.state_schema: StateSchema | None = (
+            StateSchema(state, migrate_state) if state is not None else None
+        )
         self.tools: dict[str, Tool] = {t.name: t for t in tools if isinstance(t, Tool)}
         self.client_tools: dict[str, ClientTool] = {
             t.name: t for t in tools if isinstance(t, ClientTool)

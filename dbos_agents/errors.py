@@ -10,9 +10,11 @@
     ├── UnknownAgentError          start() names an agent the runtime does not have
     ├── SessionNotFoundError       no session with that id
     ├── SessionBusyError           a message was sent to a session whose run is still going
+    ├── TurnNotFoundError          history or fork at a turn the session does not have
     ├── AccessDeniedError          a scoped client acted on another user's or tenant's session
     ├── RuntimeNotLaunchedError    a worker-side call before AgentRuntime.launch()
     ├── InterruptFailedError       an interrupt could not be applied; nothing was changed
+    ├── StateValidationError       a session's state does not validate (names session and field)
     ├── InvalidRequestError        a submit that cannot apply (wrong kind, malformed body)
     │   ├── InvalidResultError     the result fails the client tool's output schema
     │   └── NotRootSessionError    submits go to the root session; names the root
@@ -109,6 +111,27 @@ class SessionBusyError(DbosAgentsError):
         return (type(self), (self.session_id, self.status))
 
 
+class TurnNotFoundError(DbosAgentsError, LookupError):
+    """``history``/``fork`` named a turn the session does not have (turns count the
+    session's assistant messages from 1; ``turns`` is how many it has). Nothing was
+    created."""
+
+    code = "TURN_NOT_FOUND"
+
+    def __init__(self, session_id: str, turn: int, turns: int) -> None:
+        self.session_id = session_id
+        self.turn = turn
+        self.turns = turns
+        super().__init__(
+            f"session {session_id!r} has no turn {turn} (it has turns 1 to {turns})"
+            if turns
+            else f"session {session_id!r} has no turn {turn} (it has no turn yet)"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.session_id, self.turn, self.turns))
+
+
 class AccessDeniedError(DbosAgentsError, PermissionError):
     """A client scoped to one user (and tenant) acted on a session of another, or on
     something outside its scope (``detail`` says what); nothing was read or changed."""
@@ -143,6 +166,25 @@ class InterruptFailedError(DbosAgentsError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.session_id, self.reason))
+
+
+class StateValidationError(DbosAgentsError, ValueError):
+    """A session's state does not validate against the agent's state model: a stored state
+    written under an older model (and no ``migrate_state`` upgrades it), or a tool's change
+    (the model then reads it as a tool error, and nothing is stored). ``field`` is the
+    first failing field's path ("" when the state as a whole is wrong)."""
+
+    code = "INVALID_STATE"
+
+    def __init__(self, session_id: str, field: str, detail: str) -> None:
+        self.session_id = session_id
+        self.field = field
+        self.detail = detail
+        where = f"field {field!r}" if field else "the state"
+        super().__init__(f"state of session {session_id!r} does not validate: {where}: {detail}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.session_id, self.field, self.detail))
 
 
 class ModelError(DbosAgentsError):

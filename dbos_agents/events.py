@@ -28,6 +28,7 @@ __all__ = [
     "PendingEvent",
     "RetractEvent",
     "SessionEvent",
+    "StateEvent",
     "StatusEvent",
     "ToolCallPiece",
 ]
@@ -116,6 +117,20 @@ class PendingEvent(BaseModel):
     deadline: datetime
 
 
-SessionEvent = DeltaEvent | RetractEvent | MessageEvent | PendingEvent | StatusEvent
+class StateEvent(BaseModel):
+    """The session's typed state changed: the version committed with the result of the
+    tool call whose message is just before it (``Agent(state=...)``). Like ``pending`` it
+    has no cursor of its own: a reader resuming after that message has seen it."""
+
+    event: ClassVar[str] = "state"
+    version: int
+    run: int | None
+    turn: int | None
+    tool_call_id: str | None
+    state: JSONValue
+
+
+SessionEvent = DeltaEvent | RetractEvent | MessageEvent | PendingEvent | StateEvent | StatusEvent
 """One item of a session's stream; ``StatusEvent`` (a run's end, or with ``follow=False``
-the status at the end of what exists) carries no cursor."""
+the status at the end of what exists), ``PendingEvent`` and ``StateEvent`` carry no
+cursor."""

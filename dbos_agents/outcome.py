@@ -49,6 +49,10 @@ class SessionInfo(BaseModel):
     error: str | None
     created_at: datetime
     updated_at: datetime
+    forked_from: str | None = None
+    """A fork's source (root) session (``AgentClient.fork``); None for any other session."""
+    forked_at_turn: int | None = None
+    """The source's turn the fork was copied at."""
 
 
 class RunSpec(TypedDict):

@@ -7,9 +7,10 @@ worker recovers its own sessions after a code change or a dbos upgrade.
 
 from __future__ import annotations
 
+import logging
 import os
-import socket
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import (
@@ -31,10 +32,6 @@ def config_file() -> Path | None:
     if explicit:
         return Path(explicit)
     return DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None
-
-
-def _default_executor_id() -> str:
-    return f"worker-{socket.gethostname()}"
 
 
 def file_sources(
@@ -86,8 +83,11 @@ class Settings(BaseSettings):
     app_name: str = "dbos-agents"
     application_version: str = "dbos-agents-1"
     """Pinned, not derived from a code hash, so restarts after upgrades recover sessions."""
-    executor_id: str = Field(default_factory=_default_executor_id)
-    """Stable across restarts of one worker; unique per worker (set it when several share a host)."""
+    executor_id: str | None = None
+    """Unique per live worker, stable across its restarts (DBOS recovers a restarted worker's
+    sessions by it). None: the first free slot of the host, ``worker-<host>``, then
+    ``worker-<host>:1``... (``worker/identity.py``); a configured id that a live worker
+    holds is refused."""
     queue_name: str = "dbos_agents"
     worker_concurrency: int | None = None
     queue_polling_interval_sec: float | None = None
@@ -142,7 +142,15 @@ class Settings(BaseSettings):
     connected all that time, is dead: that worker adopts its PENDING sessions."""
     shutdown_grace_sec: float = 10.0
     """On SIGTERM: how long running steps get to finish (and checkpoint) before exit."""
-    log_level: str = "WARNING"
+    log_level: str = "INFO"
+    """dbos-agents' own log level in ``dbos-agents worker``: INFO logs a line when a
+    session's run starts, waits and ends."""
+    dbos_log_level: str = "WARNING"
+    """DBOS's log level (DBOS's ``log_level``); never below ``log_level``
+    (``dbos_level``), so ``log_level = "ERROR"`` quiets both."""
+    log_format: Literal["text", "json"] = "text"
+    """``dbos-agents worker``'s log lines on stderr: text (rich on a terminal), or one JSON
+    object per line (``--log-format json``)."""
     dbos_system_schema: str = "dbos"
     """The schema of DBOS's system tables (DBOS's ``dbos_system_schema``); our own SQL that
     reads them (a submit's status check, the inbox) uses the same name."""
@@ -152,6 +160,12 @@ class Settings(BaseSettings):
     the dbos versions ``dbos_agents._dbos.REVIEWED`` names. ``False`` runs on DBOS's public
     API only: every guarantee holds, waits stay in memory (no parking), starts wait for the
     queue's poll, and an unreviewed dbos release is accepted with a warning."""
+
+    def dbos_level(self) -> str:
+        """DBOS's log level in force: the higher of ``dbos_log_level`` and ``log_level``."""
+        levels = [logging.getLevelName(x.upper()) for x in (self.log_level, self.dbos_log_level)]
+        numeric = [lv for lv in levels if isinstance(lv, int)]
+        return logging.getLevelName(max(numeric)) if numeric else self.dbos_log_level.upper()
 
     def queue_poll_sec(self) -> float:
         """The poll interval in force: the setting, else 1 s, or 0.2 s under a
@@ -168,8 +182,8 @@ class Settings(BaseSettings):
     def max_database_connections(self) -> int:
         """The most Postgres connections one worker opens, whatever its load: DBOS's system
         pool and its LISTEN connection, the runtime's DBOS client, the datasource (pool and
-        overflow), the runtime's sync engine, the start watch, the run-outcome listener and
-        the heartbeat. Size
+        overflow), the runtime's sync engine, the start watch, the run-outcome listener, the
+        heartbeat and the executor id's lock. Size
         Postgres's ``max_connections`` for your workers, API servers and admin scripts."""
         return (
             self.system_db_pool_size
@@ -179,7 +193,7 @@ class Settings(BaseSettings):
             + self.db_max_overflow
             + SYNC_POOL_SIZE
             + SYNC_MAX_OVERFLOW
-            + 3
+            + 4
         )
 
     def check_worker(self) -> None:

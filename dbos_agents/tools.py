@@ -13,7 +13,7 @@ import inspect
 import re
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Generic, overload
 
@@ -22,6 +22,7 @@ from typing_extensions import ParamSpec, TypeVar
 
 from .errors import DefinitionError
 from .messages import JSONValue
+from .state import StateChanges
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 RESERVED_PREFIXES = ("subagent__", "client__")
@@ -33,12 +34,17 @@ R = TypeVar("R", covariant=True, default=object)
 tool directly in a unit test is typed; a bare ``Tool`` accepts any tool."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class ToolContext:
     """What a tool handler knows about the call it serves.
 
     ``idempotency_key`` is stable for (session, tool call) across crashes and replays:
     forward it to payment, email and other providers so a retried request is deduplicated.
+
+    ``state`` is the session's typed state (``Agent(state=Model)``; None without one) as of
+    the call's dispatch plus this call's own changes. Change it with ``ctx.state = new``
+    or ``await ctx.update_state(fn)``: the change commits with the call's result, or not at
+    all (see ``dbos_agents.state``). Changing the model in place is not recorded.
     """
 
     session_id: str
@@ -50,6 +56,36 @@ class ToolContext:
     tenant_id: str | None = None
     attempt: int = 1
     """1 on the first dispatch; higher only when ``verify`` said an earlier attempt did nothing."""
+    changes: StateChanges | None = field(default=None, repr=False, compare=False)
+    """The runtime's record of this call's state changes (None: the agent has no state)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # Every field is fixed once built; only ``state`` may be assigned (a change).
+        if name != "state" and name in self.__dict__:
+            raise AttributeError(f"ToolContext.{name} cannot be changed")
+        super().__setattr__(name, value)
+
+    @property
+    def state(self) -> Any:
+        """The session's state (the agent's state model), or None for an agent without."""
+        return None if self.changes is None else self.changes.current
+
+    @state.setter
+    def state(self, value: object) -> None:
+        """A full replacement, validated now (``StateValidationError``: a tool error)."""
+        self._changes("ctx.state = ...").replace(value)
+
+    async def update_state(self, fn: Callable[[Any], Any]) -> Any:
+        """Change the state with ``fn(old) -> new``; returns the new state. ``fn`` runs
+        now on this call's view, and again at the commit on the latest committed state
+        under the session's lock, so side-by-side tools do not lose each other's updates:
+        keep it a pure function of its argument."""
+        return self._changes("update_state").update(fn)
+
+    def _changes(self, what: str) -> StateChanges:
+        if self.changes is None:
+            raise TypeError(f"{what}: agent has no state (declare Agent(..., state=Model))")
+        return self.changes
 
 
 def check_name(kind: str, name: str) -> list[str]:

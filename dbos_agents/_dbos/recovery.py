@@ -114,7 +114,7 @@ def recover_pending_workflows(executor_ids: list[str]) -> list[str]:
     ]
     reenqueue(sys_db, ids, executor_ids)
     log.info(
-        "recovering workflows",
+        f"re-enqueued {len(ids)} unfinished workflow(s) of {', '.join(executor_ids)}",
         extra={"event": "recovering", "executor_ids": executor_ids, "workflows": len(ids)},
     )
     return ids

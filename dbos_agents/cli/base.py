@@ -6,27 +6,31 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
+
+try:  # a typer that vendors click (0.29) raises the usage errors of its own copy
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover  (older typer: click's own)
+    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[assignment]
 
 from ..errors import (
-    ConfigurationError,
-    DatabaseUnavailableError,
     DbosAgentsError,
     InvalidResultError,
     UnknownAgentError,
 )
+from ..logs import configure_cli
 from ..settings import Settings
 
 if TYPE_CHECKING:
     from ..client import AgentClient
+    from ..store.embedded import EmbeddedStatus
 
 out = Console(soft_wrap=False)
 err = Console(stderr=True)
@@ -48,6 +52,9 @@ EXIT_CODES: dict[str, int] = {
     "SESSION_BUSY": 11,
     "INTERRUPT_FAILED": 12,
     "run_not_completed": 13,
+    "PORT_IN_USE": 14,
+    "TURN_NOT_FOUND": 15,
+    "DEMO_FAILED": 16,
     "interrupted": 130,
 }
 """Exit status per error code or outcome (docs/cli.md lists them). Lower-case keys are
@@ -58,7 +65,8 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 internal error, 2 usage or configuration, 3 already_completed,"
     " 4 unknown_tool_call, 5 late_answer_after_timeout, 6 INVALID_RESULT, 7 INVALID_REQUEST,"
     " 8 SESSION_NOT_FOUND, 9 DATABASE_UNAVAILABLE, 10 UNKNOWN_AGENT, 11 SESSION_BUSY,"
-    " 12 INTERRUPT_FAILED, 13 a followed run ended but did not complete, 130 Ctrl-C."
+    " 12 INTERRUPT_FAILED, 13 a followed run ended but did not complete, 14 PORT_IN_USE,"
+    " 15 TURN_NOT_FOUND, 16 DEMO_FAILED, 130 Ctrl-C."
 )
 
 
@@ -114,29 +122,34 @@ def fail(
     raise typer.Exit(status)
 
 
+@contextmanager
+def usage_errors(as_json: bool) -> Iterator[None]:
+    """A usage error (missing argument, bad value, unknown option or command) becomes one
+    line ``error [INVALID_USAGE] ...`` naming the ``--help`` to read, exit 2, like every
+    other error here; a bare group still prints its help."""
+    try:
+        yield
+    except NoArgsIsHelpError:
+        raise
+    except UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "dbos-agents"
+        fail("INVALID_USAGE", f"{exc.format_message()} (see `{where} --help`)", as_json=as_json)
+
+
 class Command(TyperCommand):
     """A command whose failures become one line (or one JSON document) and an exit code."""
 
     def make_context(self, info_name: Any, args: Any, *rest: Any, **extra: Any) -> Any:
-        """Usage errors (bad option values) become a JSON document under ``--json`` too."""
-        as_json = "--json" in args
-        try:
+        with usage_errors("--json" in args):
             return super().make_context(info_name, args, *rest, **extra)
-        except typer.TyperException as exc:
-            if not as_json:
-                raise
-            fail("INVALID_USAGE", exc.format_message(), as_json=True)
 
     def invoke(self, ctx: Any) -> Any:
         as_json = bool(ctx.params.get("as_json"))
         try:
-            return super().invoke(ctx)
+            with usage_errors(as_json):
+                return super().invoke(ctx)
         except (typer.Exit, typer.Abort):
             raise
-        except typer.TyperException as exc:
-            if not as_json:
-                raise
-            fail("INVALID_USAGE", exc.format_message(), as_json=True)
         except KeyboardInterrupt:
             raise typer.Exit(EXIT_CODES["interrupted"]) from None
         except Exception as exc:
@@ -148,7 +161,24 @@ class Command(TyperCommand):
             fail(code, message, as_json=as_json, details=details)
 
 
+class Group(TyperGroup):
+    """The ``dbos-agents`` group (and ``db``): its own usage errors (an unknown command or
+    option) are one line too; a command's are handled by ``Command``."""
+
+    def make_context(self, info_name: Any, args: Any, *rest: Any, **extra: Any) -> Any:
+        as_json = "--json" in args
+        with usage_errors(as_json):
+            ctx = super().make_context(info_name, args, *rest, **extra)
+        ctx.meta["dbos_agents.as_json"] = as_json
+        return ctx
+
+    def invoke(self, ctx: Any) -> Any:
+        with usage_errors(bool(ctx.meta.get("dbos_agents.as_json"))):
+            return super().invoke(ctx)
+
+
 app = typer.Typer(
+    cls=Group,
     add_completion=False,
     no_args_is_help=True,
     epilog=EXIT_CODES_HELP,
@@ -158,7 +188,8 @@ app = typer.Typer(
 
 @app.callback(
     help="Crash-proof LLM agents on DBOS and Postgres. With no database configured, every"
-    " command uses the embedded Postgres that `dbos-agents demo` creates (DBOS_AGENTS_DATA_DIR)."
+    " command uses the embedded Postgres in .dbos_agents/ (DBOS_AGENTS_DATA_DIR), created on"
+    " first use; `dbos-agents db` shows and stops it."
 )
 def _root(
     ctx: typer.Context,
@@ -167,6 +198,7 @@ def _root(
     ),
 ) -> None:
     ctx.obj = State(debug=debug)
+    configure_cli(debug)  # our records as one line each; only errors unless --debug
 
 
 def command(
@@ -194,42 +226,29 @@ def progress(message: str) -> Iterator[None]:
         yield
 
 
-def embedded_pgdata(settings: Settings) -> Path:
-    """Where the embedded cluster lives: ``$DBOS_AGENTS_DATA_DIR/pgdata`` (cwd-relative)."""
-    return Path(settings.data_dir) / "pgdata"
-
-
-def resolve_database_url(
-    option: str | None, *, create: bool = False, configured: str | None = None
-) -> str:
+def resolve_database_url(option: str | None, *, configured: str | None = None) -> str:
     """The URL to use: the option, then ``configured`` (an app's own settings), then
-    ``DBOS_AGENTS_DATABASE_URL`` (or the settings file), then the embedded Postgres.
+    ``DBOS_AGENTS_DATABASE_URL`` (or the settings file), then the embedded Postgres, created
+    on first use (the one rule of ``store/locate.py``, which ``AgentClient()`` follows too).
 
-    Only ``demo`` and ``migrate`` create the embedded database (``create=True``); the other
-    commands say in one line how to create it rather than starting an empty one.
+    For the embedded database one line on stderr says where it is, and, when this command
+    created or started its postmaster (which keeps running), how to stop it.
     """
-    settings = Settings()
-    url = option or configured or settings.database_url
-    if url:
-        return url
-    pgdata = embedded_pgdata(settings)
-    if not create and not (pgdata / "PG_VERSION").exists():
-        raise ConfigurationError(
-            f"no database configured and no embedded database in {pgdata}/: create it with"
-            " `dbos-agents demo` (or `dbos-agents migrate`), or set DBOS_AGENTS_DATABASE_URL"
-        )
-    from ..store.embedded import embedded_database_url
+    from ..store.locate import describe, locate_database, shown
 
-    try:
-        with progress(f"starting the embedded Postgres in {pgdata}"):
-            url = embedded_database_url(pgdata)
-    except (RuntimeError, OSError) as exc:
-        raise DatabaseUnavailableError(
-            f"could not start the embedded Postgres in {pgdata}: {first_line(str(exc))}"
-            f" (log: {pgdata / 'log'})"
-        ) from exc
-    err.print(f"[dim]database: the embedded Postgres in {escape(str(pgdata))}/[/]")
-    return url
+    def starting(before: EmbeddedStatus) -> AbstractContextManager[object]:
+        where = shown(before.pgdata)
+        if before.state == "missing":
+            return progress(f"creating the embedded Postgres in {where} (first use)")
+        if before.state == "stopped":
+            return progress(f"starting the embedded Postgres in {where}")
+        return nullcontext()
+
+    located = locate_database(Settings(), option, configured, starting=starting)
+    if located.before is not None:
+        line = escape(describe(located))
+        err.print(line if located.started else f"[dim]{line}[/]", soft_wrap=True)
+    return located.url
 
 
 @contextmanager

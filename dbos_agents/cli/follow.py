@@ -10,6 +10,7 @@ another session's) are looked up in the tree's pending calls, at most once a sec
 
 from __future__ import annotations
 
+import json
 import time
 
 import typer
@@ -18,7 +19,14 @@ from rich.text import Text
 
 from ..client import AgentClient
 from ..client.live import Progress, cursor_of
-from ..events import DeltaEvent, MessageEvent, PendingEvent, RetractEvent, SessionEvent
+from ..events import (
+    DeltaEvent,
+    MessageEvent,
+    PendingEvent,
+    RetractEvent,
+    SessionEvent,
+    StateEvent,
+)
 from ..records import StatusEvent
 from . import render
 from .base import EXIT_CODES, emit, err, out
@@ -84,6 +92,12 @@ class Printer:
         elif isinstance(e, PendingEvent):
             self.close()
             render.print_wait(out, e, database_url=self.database_url, full=self.full)
+        elif isinstance(e, StateEvent):
+            self.close()
+            text = json.dumps(e.state, separators=(",", ":"))
+            if not self.full and len(text) > 200:
+                text = text[:199] + "…"
+            out.print(Text(f"state v{e.version}: {text}", style="dim"))
         else:
             self.close()
             out.print(render.final_status(e.status, e.error, e.final_output))

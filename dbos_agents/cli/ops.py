@@ -4,13 +4,31 @@ from __future__ import annotations
 
 import shlex
 import signal
+from enum import StrEnum
 from typing import Any
 
 import typer
 
+from .. import logs
 from ..errors import ConfigurationError
+from ..logs import LogFormat
 from ..settings import Settings
 from .base import AsJson, DbUrl, command, emit, err, out, progress, resolve_database_url
+
+
+class LogFormatChoice(StrEnum):
+    text = "text"
+    json = "json"
+
+
+FORMATS: dict[str, LogFormat] = {"text": "text", "json": "json"}
+LogFormatOpt = typer.Option(
+    None,
+    "--log-format",
+    help="log lines on stderr: text (rich on a terminal) or json, one object per line"
+    " (else DBOS_AGENTS_LOG_FORMAT, else text)",
+)
+
 
 AppSpec = typer.Option(
     ...,
@@ -39,7 +57,7 @@ def migrate(
     from ..store.roles import grant_app_role
 
     settings = Settings()
-    url = resolve_database_url(database_url, create=True)
+    url = resolve_database_url(database_url)
     with progress("applying migrations"):
         prepare_database(
             url,
@@ -71,18 +89,21 @@ def worker(
     database_url: str | None = typer.Option(
         None, "--database-url", help="Postgres URL (else the app's, else the embedded one)"
     ),
+    log_format: LogFormatChoice | None = LogFormatOpt,
     as_json: bool = AsJson,
 ) -> None:
     """Run a long-lived worker: launch DBOS, recover own sessions, consume the agent queue.
 
-    SIGTERM or Ctrl-C drains it (running steps finish) and it exits 0. With --json only
-    errors change (one JSON document); the ready line stays as it is.
+    It logs a line when a session's run starts, waits and ends (DBOS_AGENTS_LOG_LEVEL=WARNING
+    for problems only). SIGTERM or Ctrl-C drains it (running steps finish) and it exits 0.
+    With --json only errors change (one JSON document); the ready line stays as it is.
     """
     from ..worker import run_worker
 
     run_worker(
         app_spec,
         database_url=lambda configured: resolve_database_url(database_url, configured=configured),
+        log_format=None if log_format is None else FORMATS[log_format.value],
     )
 
 
@@ -125,11 +146,45 @@ def serve(
             " --allow-unauthenticated on a trusted network"
             " (settings: DBOS_AGENTS_SERVER_AUTHENTICATE, DBOS_AGENTS_SERVER_ALLOW_UNAUTHENTICATED=1)"
         )
+    check_port_free(settings.host, settings.port)  # before the database: fail in a second
     if settings.database_url is None:
         url = resolve_database_url(None)
         settings = settings.model_copy(update={"database_url": url})
     signal.signal(signal.SIGTERM, _drained)
-    run_server(settings, authenticate=hook)
+    logs.configure("WARNING")  # the server's warnings as lines; uvicorn logs requests itself
+    try:
+        run_server(settings, authenticate=hook)
+    except SystemExit as exc:  # uvicorn's startup failure is 3, our already_completed
+        if exc.code != 3:
+            raise
+        raise RuntimeError("the HTTP server did not start (its log above says why)") from None
+
+
+class PortInUseError(ConfigurationError):
+    """``serve``: the address is taken (another server, or one left running). The CLI's
+    own: no library call raises it, so it stays out of the public ``errors``."""
+
+    code = "PORT_IN_USE"
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Bind the address as uvicorn will (``SO_REUSEADDR``), then let it go: a busy port
+    is ``PortInUseError`` (exit 14) naming it, not uvicorn's startup failure (exit 3)."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+            raise PortInUseError(
+                f"{host}:{port} is already in use (another server, or one left running):"
+                " stop it or pass --port"
+            ) from exc
 
 
 def _drained(signum: int, frame: object) -> None:
@@ -148,7 +203,7 @@ def demo(database_url: str | None = DbUrl, as_json: bool = AsJson) -> None:
     from ..demo import demo as run_demo
 
     settings = Settings()
-    url = resolve_database_url(database_url, create=True)
+    url = resolve_database_url(database_url)
     flag = f" --database-url {shlex.quote(database_url)}" if database_url else ""
     summary = run_demo(url, settings, console=err if as_json else out, url_flag=flag)
     if as_json:

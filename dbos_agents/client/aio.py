@@ -30,6 +30,7 @@ from ..store.db import ping
 from ..store.unavailable import translate
 from .live import Progress, cursor_of
 from .scope import Scope
+from .state import AsyncStateReads
 from .sync import AgentClient
 from .watch import AsyncSessionWatch, LiveWatch
 
@@ -56,7 +57,7 @@ def _awaited(
     return call
 
 
-class AsyncAgentClient:
+class AsyncAgentClient(AsyncStateReads):
     """``AgentClient`` for async code; see the module doc.
 
     Make one with ``await AsyncAgentClient.connect(url)`` (or ``async with``), or wrap a
@@ -146,6 +147,7 @@ class AsyncAgentClient:
     events = _awaited(AgentClient.events)
     read_events = _awaited(AgentClient.read_events)
     history = _awaited(AgentClient.history)
+    fork = _awaited(AgentClient.fork)
     tool_calls = _awaited(AgentClient.tool_calls)
     submit_tool_result = _awaited(AgentClient.submit_tool_result)
     submit_approval = _awaited(AgentClient.submit_approval)

@@ -272,7 +272,7 @@ def interrupt(
     except Exception as exc:
         log.warning("workflow cancel after an interrupt failed", extra={"error": str(exc)})
     for w in waits:
-        log.warning(
+        log.info(
             "client_tool.aborted",
             extra={"event": "client_tool.aborted", "tool_call_id": w.tool_call_id},
         )

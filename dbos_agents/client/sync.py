@@ -21,14 +21,13 @@ from .. import _dbos, storable
 from ..delivery import ApprovalDelivery, Delivery, ErrorDelivery, ResultDelivery
 from ..errors import (
     AccessDeniedError,
-    ConfigurationError,
     InvalidRequestError,
     SessionNotFoundError,
+    UnknownAgentError,
 )
 from ..messages import JSONValue
 from ..outcome import SessionInfo, SessionStatus
 from ..records import (
-    HistoryEntry,
     InterruptOutcome,
     PendingCall,
     PendingKind,
@@ -36,30 +35,33 @@ from ..records import (
     ToolCallRecord,
 )
 from ..settings import Settings
-from ..store import calls, queries, transcript
+from ..store import calls, queries, workers
 from ..store import pending as pending_rows
 from ..store import sessions as session_rows
 from ..store.db import create_sync_engine, ping, sqlalchemy_url
+from ..store.locate import locate_database, log_located
 from ..store.migrate import prepare_database
 from ..store.unavailable import translate, translated
 from . import submit
+from .history import HistoryReads
 from .live import LiveReads
 from .scope import Scope
+from .state import StateReads
 from .watch import Watches
 
 
-class AgentClient(LiveReads):
+class AgentClient(LiveReads, HistoryReads, StateReads):
     """Start sessions and read their state from any process that can reach Postgres."""
 
     def __init__(
         self, database_url: str | None = None, *, settings: Settings | None = None
     ) -> None:
+        """With no ``database_url`` (nor ``DBOS_AGENTS_DATABASE_URL``): the database the CLI
+        uses, the embedded one in ``.dbos_agents/`` included (``store/locate.py``)."""
         self.settings = s = settings or Settings()
-        url = database_url or s.database_url
-        if url is None:
-            raise ConfigurationError(
-                "AgentClient needs a database_url (or DBOS_AGENTS_DATABASE_URL)"
-            )
+        located = locate_database(s, database_url)
+        log_located(located)
+        url = located.url
         _dbos.configure(fast_paths=s.dbos_fast_paths)
         with translate(url):
             prepare_database(
@@ -117,7 +119,7 @@ class AgentClient(LiveReads):
     def _own(self, session_id: str) -> SessionInfo:
         """The session, if this client may act on it."""
         storable.check_id(session_id, "session_id")
-        info = queries.get_session(self.engine, session_id)
+        info = queries.get_session(self.engine, session_id, self.settings.dbos_system_schema)
         if info is None:
             raise SessionNotFoundError(session_id)
         if self._scope is not None:
@@ -166,9 +168,14 @@ class AgentClient(LiveReads):
         """Enqueue a new session (or a follow-up run of ``session_id``); returns the session
         id. A scoped client's new sessions are its own; a follow-up must be to one of them.
 
-        The agent name is checked by the worker that runs it (this process has no registry).
+        An agent no live worker serves is refused (``UnknownAgentError``: workers publish
+        their agents, ``store.workers.known_agents``); with no live worker it is queued.
         """
         user_id, tenant_id = self._filters(user_id, tenant_id)
+        storable.check_id(agent, "agent")  # a malformed name is INVALID_REQUEST, not unknown
+        known = workers.known_agents(self.engine, self.settings.stale_after_sec)
+        if known is not None and agent not in known:
+            raise UnknownAgentError(agent, known)
         if session_id is not None and self._scope is not None:
             # An id no session has yet starts a new one under it.
             with contextlib.suppress(SessionNotFoundError):
@@ -182,6 +189,7 @@ class AgentClient(LiveReads):
             session_id=session_id,
             user_id=user_id,
             tenant_id=tenant_id,
+            system_schema=self.settings.dbos_system_schema,
         )
         return spec["session_id"]
 
@@ -198,6 +206,7 @@ class AgentClient(LiveReads):
             session_id=session_id,
             user_id=info.user_id,
             tenant_id=info.tenant_id,
+            system_schema=self.settings.dbos_system_schema,
         )[0]["session_id"]
 
     @translated
@@ -225,12 +234,8 @@ class AgentClient(LiveReads):
             user_id=user_id,
             tenant_id=tenant_id,
             limit=storable.check_int(limit, "limit", 1, 1000),
+            system_schema=self.settings.dbos_system_schema,
         )
-
-    @translated
-    def history(self, session_id: str) -> list[HistoryEntry]:
-        self._own(session_id)
-        return transcript.history(self.engine, session_id)
 
     @translated
     def tool_calls(self, session_id: str) -> list[ToolCallRecord]:

@@ -142,10 +142,17 @@ class Ledger:
         *,
         exclusive: bool,
         run_seq: int | None = None,
+        with_state: bool = False,
     ) -> AbstractAsyncContextManager[calls.Attempt]:
         """A server tool's attempt on a connection of its own (``store.calls.attempt``)."""
         return calls.attempt(
-            self.ds.engine, session_id, tool_call_id, token, exclusive=exclusive, run_seq=run_seq
+            self.ds.engine,
+            session_id,
+            tool_call_id,
+            token,
+            exclusive=exclusive,
+            run_seq=run_seq,
+            with_state=with_state,
         )
 
     async def recorded_result(self, session_id: str, tool_call_id: str) -> ToolResult | None:

@@ -28,6 +28,7 @@ from ..ids import idempotency_key
 from ..messages import Message, ToolCall
 from ..models.base import ModelRequest
 from ..outcome import RunSpec
+from ..store import state as state_rows
 from ..store.calls import Requested
 from ..store.sessions import RunFenced
 from . import drain, execution
@@ -72,6 +73,17 @@ def unique_ids(calls: list[ToolCall], used: set[str], turn: int, namespace: str)
     return out
 
 
+async def _instructions(spec: RunSpec, agent: Agent) -> str:
+    """The agent's instructions for this turn: its function of the session's latest state
+    (one read; every tool of the previous turn has committed its change by now)."""
+    assert agent.instructions_fn is not None
+    value = None
+    if agent.state_schema is not None:
+        raw = await state_rows.latest(get_context().ledger.ds.engine, spec["session_id"])
+        value = agent.state_schema.load(spec["session_id"], raw)
+    return storable.text(str(agent.instructions_fn(value)))
+
+
 async def model_turn(
     spec: RunSpec,
     agent: Agent,
@@ -102,6 +114,8 @@ async def model_turn(
                 return Turned(recorded)
         execution.step_ran()
         req = request
+        if agent.instructions_fn is not None:  # a function of the state as of this turn
+            req = req.model_copy(update={"instructions": await _instructions(spec, agent)})
         if notices:
             req = req.model_copy(update={"messages": [*req.messages, *notices]})
         # Outside the workflow's DBOS context, as a tool handler: an adapter's DBOS calls

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from dbos import DBOS
 from dbos import error as dbos_errors
 
-from .. import _dbos
+from .. import _dbos, logs
 from ..agent import Agent
 from ..errors import ModelError, UnknownAgentError
 from ..ids import INBOX_TOPIC, WORKFLOW_NAME
@@ -119,8 +119,10 @@ async def _session(spec: RunSpec) -> dict[str, JSONValue]:
         )
         async with drain.finishing(returns=True):
             await _finish(spec, failed)
+        logs.run_ended(failed)
         return failed.model_dump(mode="json")
     while True:
+        logs.run_started(spec, resumed)
         unrecorded: list[CallResult] = []
         try:
             outcome, unrecorded = await _run_once(spec, agent)
@@ -142,6 +144,7 @@ async def _session(spec: RunSpec) -> dict[str, JSONValue]:
         # ended is never left PENDING by a deploy, for the next worker to replay.
         async with drain.finishing(returns=not wait_next):
             await _finish(spec, outcome, wait_next, unrecorded)
+        logs.run_ended(outcome)
         if not wait_next:
             return outcome.model_dump(mode="json")
         # Idle between runs: a root session's inbox wait parks like a client tool's, its

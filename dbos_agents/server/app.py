@@ -20,6 +20,7 @@ from .auth import Authenticate, Clock, SessionTokens, load_authenticate
 from .chat_page import install as install_chat_page
 from .context import ServerContext
 from .errors import install_error_handlers
+from .fork_routes import router as fork_router
 from .inbox import install as install_inbox
 from .inbox.queries import open_summary
 from .limits import BodyLimitMiddleware
@@ -27,6 +28,7 @@ from .metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
 from .routes import router
 from .schemas import ErrorBody
 from .settings import MIN_SECRET_CHARS, ServerSettings
+from .state_routes import router as state_router
 
 log = logging.getLogger("dbos_agents.server")
 
@@ -117,6 +119,8 @@ def create_app(
     )
     app.state.dbos_agents = ctx
     app.include_router(router)
+    app.include_router(fork_router)
+    app.include_router(state_router)
     app.include_router(ai_sdk_router)
     app.include_router(ag_ui_router)
     if settings.inbox:

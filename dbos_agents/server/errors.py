@@ -29,6 +29,7 @@ log = logging.getLogger("dbos_agents.server")
 STATUS_BY_CODE: dict[str, int] = {
     "SESSION_NOT_FOUND": 404,
     "UNKNOWN_AGENT": 404,
+    "TURN_NOT_FOUND": 404,
     "SESSION_BUSY": 409,
     "ACCESS_DENIED": 403,
     "INVALID_REQUEST": 400,
@@ -59,7 +60,7 @@ _DESCRIPTIONS = {
     "ACCESS_DENIED: another user's or tenant's session.",
     404: "SESSION_NOT_FOUND; UNKNOWN_AGENT (POST /sessions, with ServerSettings.agents); "
     "UNKNOWN_TOOL_CALL (submit-tool-result: no open wait; details[0].reason is no_session, "
-    "no_pending_call, interrupted or run_ended).",
+    "no_pending_call, interrupted or run_ended); TURN_NOT_FOUND (fork, history at_turn).",
     409: "SESSION_BUSY: the session's run is still going.",
     411: "LENGTH_REQUIRED: a chunked body (send Content-Length; no header is an empty body).",
     413: "PAYLOAD_TOO_LARGE: Content-Length over max_body_bytes.",

@@ -38,7 +38,7 @@ from sse_starlette import ServerSentEvent
 from ..client import AsyncAgentClient
 from ..client.live import Progress
 from ..errors import DatabaseUnavailableError, SessionNotFoundError
-from ..events import Cursor, PendingEvent, SessionEvent, StatusEvent
+from ..events import Cursor, PendingEvent, SessionEvent, StateEvent, StatusEvent
 
 log = logging.getLogger("dbos_agents.server")
 
@@ -55,7 +55,7 @@ def sse(event: str, data: str | None = None, event_id: str | None = None) -> Ser
 
 def encode(e: SessionEvent) -> ServerSentEvent:
     """One event on the wire: its cursor is the ``id``, not part of the data."""
-    if isinstance(e, StatusEvent | PendingEvent):
+    if isinstance(e, StatusEvent | PendingEvent | StateEvent):
         return sse(e.event, e.model_dump_json())
     data = e.model_dump(mode="json", exclude={"cursor"})
     if data.get("tool_call", 0) is None:

@@ -35,6 +35,7 @@ from .. import storable
 from ..records import ToolCallRecord
 from ..results import ToolResult
 from . import pg
+from . import state as state_rows
 from .pg import Db, Stmt
 from .schema import SCHEMA as S
 from .unavailable import is_unavailable
@@ -177,13 +178,18 @@ class Attempt:
     fenced: bool
     """The run this attempt belongs to is no longer the session's running one (an
     interrupt): nothing was marked; run nothing."""
-    _record: Callable[[ToolResult], Awaitable[ToolResult]]
+    _record: Callable[[ToolResult, state_rows.StateCommit | None], Awaitable[ToolResult]]
+    state: Any = None
+    """The session's latest committed state at the dispatch mark (``with_state``)."""
 
-    async def record(self, result: ToolResult) -> ToolResult:
+    async def record(
+        self, result: ToolResult, state: state_rows.StateCommit | None = None
+    ) -> ToolResult:
         """Commit the result row (retrying while the database is away) and release the
         call's lock; returns the recorded result, which is an earlier writer's if one got
-        there first."""
-        return await self._record(result)
+        there first. With ``state``, the result and the state change commit together
+        (``store.state.record_with_state``)."""
+        return await self._record(result, state)
 
 
 _MARK = f"""
@@ -214,7 +220,8 @@ upd AS (
     RETURNING t.prior_status, t.result, t.attempts
 )
 SELECT (SELECT got FROM lk) AS got, (SELECT ok FROM live) AS live, upd.prior_status,
-    upd.result, upd.attempts
+    upd.result, upd.attempts,
+    CASE WHEN :with_state THEN ({state_rows.LATEST_SQL}) END AS state
 FROM (SELECT 1) AS one LEFT JOIN upd ON true
 """
 """One round trip: take the call's lock if free (else change nothing) and mark the attempt;
@@ -253,11 +260,13 @@ async def attempt(
     *,
     exclusive: bool,
     run_seq: int | None = None,
+    with_state: bool = False,
 ) -> AsyncIterator[Attempt]:
     """Begin an attempt (see the module doc). ``exclusive`` (side-effecting tools) holds the
     call's advisory lock until the attempt ends; ``token`` is unique per step execution,
     so a retried dispatch mark of the same execution is not mistaken for an earlier one.
-    ``run_seq`` fences the mark on the run (``Attempt.fenced``).
+    ``run_seq`` fences the mark on the run (``Attempt.fenced``); ``with_state`` reads the
+    session's state with the mark (``Attempt.state``).
 
     The connection runs in autocommit on the driver (``pg``): each write commits as its one
     statement returns, so the whole attempt costs two round trips (mark; record with the
@@ -291,6 +300,7 @@ async def attempt(
         nonlocal locked
         c = await connect()
         params = {"s": session_id, "id": tool_call_id, "tok": token, "k": key, "run": run_seq}
+        params["with_state"] = with_state
         (row,) = await pg.fetch(c, (_MARK, {"lock": exclusive, **params}))
         if exclusive and not row.got:
             await wait_for_lock(c)
@@ -302,9 +312,11 @@ async def attempt(
             raise LookupError(f"no ledger row for tool call {tool_call_id!r}")
         return row
 
-    async def record(result: ToolResult) -> ToolResult:
+    def record_stmt(result: ToolResult) -> pg.Stmt:
+        return (_RECORD, {**_result_params(result), "s": session_id, "id": tool_call_id})
+
+    async def record(result: ToolResult, state: state_rows.StateCommit | None) -> ToolResult:
         healthy = True
-        values = _result_params(result)
 
         async def write() -> ToolResult:
             nonlocal healthy, locked
@@ -317,11 +329,16 @@ async def attempt(
                         locked = True
                     else:
                         await wait_for_lock(c)
-                record_stmt: pg.Stmt = (_RECORD, {**values, "s": session_id, "id": tool_call_id})
-                # Its own transaction, committed before the unlock, in one round trip.
                 unlock = [(_UNLOCK, {"k": key})] if locked else []
+                if state is not None:  # with the state change, in two round trips
+                    earlier, final = await state_rows.record_with_state(
+                        c, session_id, tool_call_id, state, record_stmt, unlock
+                    )
+                    locked = False
+                    return final if final is not None else ToolResult.model_validate(earlier)
+                # Its own transaction, committed before the unlock, in one round trip.
                 _, rows, *_ = await pg.fetch_all(
-                    c, [("BEGIN", {}), record_stmt, ("COMMIT", {}), *unlock]
+                    c, [("BEGIN", {}), record_stmt(result), ("COMMIT", {}), *unlock]
                 )
                 locked = False
                 ((earlier,),) = rows
@@ -340,6 +357,7 @@ async def attempt(
             recorded=ToolResult.model_validate(row.result) if row.result is not None else None,
             fenced=not row.live,
             _record=record,
+            state=row.state,
         )
     finally:
         await _release(engine, conn, raw, key if exclusive and locked else None)

@@ -31,8 +31,9 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import psycopg
 from psycopg import errors, sql
@@ -101,6 +102,36 @@ def stop_embedded_database(data_dir: str | os.PathLike[str] | None = None) -> bo
             return False
         _pg_ctl(pgdata, _system_user(), ["-w", "-m", "fast", "stop"])
     return True
+
+
+EmbeddedState = Literal["missing", "stopped", "running"]
+
+
+@dataclass(frozen=True)
+class EmbeddedStatus:
+    """One data directory's cluster: not created yet, stopped, or running (where)."""
+
+    pgdata: Path
+    state: EmbeddedState
+    port: int | None = None
+    """The TCP port on 127.0.0.1; None unless running (or running socket-only)."""
+    pid: int | None = None
+    """The postmaster's process id while running: what outlives the commands that use it."""
+
+
+def embedded_status(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedStatus:
+    """Whether the embedded server for ``data_dir`` exists and runs; creates nothing."""
+    pgdata = Path(data_dir if data_dir is not None else DEFAULT_DATA_DIR).expanduser().resolve()
+    if not (pgdata / "PG_VERSION").exists():
+        return EmbeddedStatus(pgdata, "missing")
+    _import_pgserver()
+    from pgserver.utils import PostmasterInfo
+
+    with _interprocess_lock(pgdata.parent / f".{pgdata.name}.lock"):  # not mid-start
+        info = PostmasterInfo.read_from_pgdata(pgdata)
+    if info is None or not info.is_running():
+        return EmbeddedStatus(pgdata, "stopped")
+    return EmbeddedStatus(pgdata, "running", _tcp_port(info), info.pid)
 
 
 def _import_pgserver() -> None:

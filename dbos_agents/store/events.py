@@ -15,9 +15,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from .. import _dbos
-from ..events import Cursor, PendingEvent
+from ..events import Cursor, PendingEvent, StateEvent
 from ..records import SessionEvents, StatusEvent
 from . import deltas, transcript
+from . import state as state_rows
 from .deltas import Logged
 from .merge import Merged, merge
 from .pending import with_decoded_arguments
@@ -87,11 +88,27 @@ def read_log(
             logged = [Logged.of_row(r) for r in conn.execute(sa.text(sql), params)]
             call_ids = [c.id for m in messages for c in m.tool_calls]
             waits = _open_waits(conn, session_id, call_ids, system_schema) if call_ids else {}
-    log = merge(after, messages, logged, limit=limit, pending=waits)
+            results = [m.tool_call_id for m in messages if m.role == "tool" and m.tool_call_id]
+            states = _states(conn, session_id, results) if results else {}
+    log = merge(after, messages, logged, limit=limit, pending=waits, states=states)
     if row is None:
         return LogRead(None, None, None, log)
     status, generation, identity = _status(row)
     return LogRead(status, generation, identity, log)
+
+
+def _states(conn: sa.Connection, session_id: str, call_ids: list[str]) -> dict[str, StateEvent]:
+    """The state versions these results committed (``event: state``)."""
+    return {
+        cid: StateEvent(
+            version=v.version,
+            run=v.run_seq,
+            turn=v.turn,
+            tool_call_id=cid,
+            state=v.state,
+        )
+        for cid, v in state_rows.for_calls(conn, session_id, call_ids).items()
+    }
 
 
 def _open_waits(

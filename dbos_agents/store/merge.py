@@ -23,6 +23,7 @@ from ..events import (
     PendingEvent,
     RetractEvent,
     SessionEvent,
+    StateEvent,
     ToolCallPiece,
 )
 from ..records import HistoryEntry
@@ -52,10 +53,12 @@ def merge(
     *,
     limit: int,
     pending: Mapping[str, PendingEvent] | None = None,
+    states: Mapping[str, StateEvent] | None = None,
 ) -> Merged:
     """``messages`` (``seq > after.seq``) and ``deltas`` (``id > after.delta``), each at
     most ``limit`` and in order, as events; ``pending``: the still-open waits by tool call
-    id, each sent right after the message whose call opened it."""
+    id, each sent right after the message whose call opened it; ``states``: the state
+    versions by tool call id, each right after that call's result message."""
     items: list[HistoryEntry | Logged] = sorted([*messages, *deltas], key=_key)
     full = [rows[-1] for rows in (messages, deltas) if len(rows) >= limit]
     if full:
@@ -72,6 +75,9 @@ def merge(
                 wait = (pending or {}).get(call.id)
                 if wait is not None:
                     events.append(wait)
+            state = (states or {}).get(item.tool_call_id or "") if item.role == "tool" else None
+            if state is not None:
+                events.append(state)
         else:
             delta = item.id
             if item.after_seq >= after.seq:  # else it precedes a message the reader saw

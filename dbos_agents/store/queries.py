@@ -12,19 +12,51 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from dbos import DBOSClient
 
-from .. import storable
+from .. import _dbos, storable
+from ..delivery import InterruptDelivery, encode
 from ..errors import SessionBusyError, SessionNotFoundError
 from ..ids import INBOX_TOPIC, START_CHANNEL, WORKFLOW_NAME, new_session_id, run_workflow_id
 from ..outcome import RunSpec, SessionInfo
 from ..records import HistoryEntry as HistoryEntry
 from ..records import ToolCallRecord as ToolCallRecord
-from . import calls, sessions, transcript
+from . import calls, runs, sessions, transcript
+from . import pending as pending_rows
 
 BUSY = sessions.BUSY
 
 
-def get_session(engine: sa.Engine, session_id: str) -> SessionInfo | None:
-    return sessions.get(engine, session_id)
+def get_session(
+    engine: sa.Engine, session_id: str, system_schema: str | None = None
+) -> SessionInfo | None:
+    """The session; with DBOS's ``system_schema`` a run cancelled outside us reads
+    ``interrupted`` (``sessions.get``)."""
+    return sessions.get(engine, session_id, system_schema)
+
+
+class _CancelledOutside(Exception):
+    """The session's run was cancelled in DBOS by someone else: reconcile, then retry."""
+
+    def __init__(self, root_session_id: str) -> None:
+        self.root_session_id = root_session_id
+
+
+def interrupt_cancelled(engine: sa.Engine, client: DBOSClient, root_session_id: str) -> None:
+    """Record what an operator's ``dbos workflow cancel`` did as an interrupt of the tree:
+    busy sessions ``interrupted`` (their runs too), open waits cancelled and told, the
+    tree's other workflows cancelled (``client.submit.interrupt``'s transaction)."""
+    with engine.begin() as conn:
+        busy = sessions.interrupt_tree(conn, root_session_id)
+        runs.record_interrupted(conn, [(b.id, b.run_seq) for b in busy])
+        for w in pending_rows.cancel_tree(conn, root_session_id):
+            client.send_in_transaction(
+                conn,
+                w.owner_workflow_id,
+                encode(InterruptDelivery()),
+                topic=w.tool_call_id,
+                idempotency_key=f"interrupt::{w.tool_call_id}",
+            )
+        cancel = _dbos.cancel_in_transaction(conn, client, [b.workflow_id for b in busy])
+    cancel()
 
 
 def history(engine: sa.Engine, session_id: str) -> list[HistoryEntry]:
@@ -47,6 +79,7 @@ def enqueue_run(
     tenant_id: str | None,
     new_session: bool,
     claim: Callable[[sa.Connection, str], bool] | None = None,
+    system_schema: str | None = None,
 ) -> tuple[RunSpec, str]:
     """Record a queued run and enqueue its workflow, atomically; returns (spec, workflow id).
 
@@ -57,7 +90,33 @@ def enqueue_run(
     transaction, same row lock as the workflow's idle-TTL check, so none is lost).
     ``claim`` (a worker starting the run itself) claims the enqueued workflow in the same
     transaction; when it does, no worker is told of the start.
+
+    With DBOS's ``system_schema``, a session whose workflow an operator cancelled
+    (``dbos workflow cancel``) is not busy: its tree is recorded interrupted first
+    (``interrupt_cancelled``), and a persistent session's cancelled inbox workflow gets no
+    message: the run starts a workflow of its own.
     """
+    args = (engine, client, queue_name, session_id, agent, message, user_id, tenant_id)
+    try:
+        return _enqueue(*args, new_session, claim, system_schema)
+    except _CancelledOutside as cancelled:
+        interrupt_cancelled(engine, client, cancelled.root_session_id)
+    return _enqueue(*args, new_session, claim, system_schema)
+
+
+def _enqueue(
+    engine: sa.Engine,
+    client: DBOSClient,
+    queue_name: str,
+    session_id: str,
+    agent: str,
+    message: str,
+    user_id: str | None,
+    tenant_id: str | None,
+    new_session: bool,
+    claim: Callable[[sa.Connection, str], bool] | None,
+    system_schema: str | None,
+) -> tuple[RunSpec, str]:
     inbox_workflow: str | None = None
     with engine.begin() as conn:
         if new_session:
@@ -65,15 +124,17 @@ def enqueue_run(
             sessions.insert_queued(conn, session_id, agent, user_id, tenant_id)
             root, parent = session_id, None
         else:
-            row = sessions.lock(conn, session_id)
+            row = sessions.lock(conn, session_id, system_schema)
             if row is None:
                 raise SessionNotFoundError(session_id)
+            if row.status in BUSY and row.wf_cancelled:
+                raise _CancelledOutside(row.root_session_id)
             if row.status in BUSY:
                 raise SessionBusyError(session_id, row.status)
             run_seq = row.run_seq + 1
             agent, user_id, tenant_id = row.agent, row.user_id, row.tenant_id
             root, parent = row.root_session_id, row.parent_session_id
-            inbox_workflow = row.workflow_id if row.inbox_open else None
+            inbox_workflow = row.workflow_id if row.inbox_open and not row.wf_cancelled else None
             sessions.requeue(
                 conn, session_id, run_seq, inbox_workflow or run_workflow_id(session_id, run_seq)
             )
@@ -124,6 +185,7 @@ def start_run(
     user_id: str | None,
     tenant_id: str | None,
     claim: Callable[[sa.Connection, str], bool] | None = None,
+    system_schema: str | None = None,
 ) -> tuple[RunSpec, str]:
     """Start a new session, or continue ``session_id`` when it exists (see ``enqueue_run``).
     Every caller-supplied value is checked first: ``InvalidRequestError``, nothing written."""
@@ -145,4 +207,5 @@ def start_run(
         tenant_id=tenant_id,
         new_session=not exists,
         claim=claim,
+        system_schema=system_schema,
     )

@@ -17,7 +17,15 @@ from ..errors import ConfigurationError
 from .schema import SCHEMA as S
 
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-READ_ONLY = ("messages", "tool_calls", "pending_calls", "usage", "runs", "deltas")
+READ_ONLY = (
+    "messages",
+    "tool_calls",
+    "pending_calls",
+    "usage",
+    "runs",
+    "deltas",
+    "session_states",
+)
 
 
 def grant_app_role(engine: sa.Engine, role: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .. import storable
+from .. import _dbos, storable
 from ..messages import Usage
 from ..outcome import RunSpec, SessionInfo
 from .announce import CHANNEL as EVENTS_CHANNEL
@@ -24,6 +24,24 @@ from .pg import Db, Stmt
 from .schema import SCHEMA as S
 
 BUSY = ("queued", "running")
+
+
+def cancelled_outside(system_schema: str, alias: str = "s") -> str:
+    """SQL: the session row ``alias`` is busy but its run's DBOS workflow was cancelled
+    by someone other than us (``dbos workflow cancel``): the run will never end it."""
+    ws = _dbos.quoted(system_schema) + ".workflow_status"
+    return (
+        f"({alias}.status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM {ws} w"
+        f" WHERE w.workflow_uuid = {alias}.workflow_id AND w.status = 'CANCELLED'))"
+    )
+
+
+def _status(system_schema: str | None) -> str:
+    """The status readers see: ``interrupted`` for a run cancelled outside us (the next
+    message reconciles the row, ``queries.enqueue_run``); the row's own without a schema."""
+    if system_schema is None:
+        return "s.status"
+    return f"CASE WHEN {cancelled_outside(system_schema)} THEN 'interrupted' ELSE s.status END"
 
 
 # --- out of the workflow: starting runs, interrupts, reads -----------------------------------
@@ -41,12 +59,22 @@ def insert_queued(
     )
 
 
-def lock(conn: sa.Connection, session_id: str) -> Any:
-    """The session row, locked until the caller's transaction ends; ``None`` if absent."""
+def lock(conn: sa.Connection, session_id: str, system_schema: str | None = None) -> Any:
+    """The session row, locked until the caller's transaction ends; ``None`` if absent.
+    With ``system_schema``, ``wf_cancelled``: its run's workflow was cancelled by someone
+    else while busy, or while waiting on its inbox (a persistent session)."""
+    cancelled = "false"
+    if system_schema is not None:
+        ws = _dbos.quoted(system_schema) + ".workflow_status"
+        cancelled = (
+            f"(s.status IN ('queued', 'running') OR s.inbox_open) AND EXISTS (SELECT 1"
+            f" FROM {ws} w WHERE w.workflow_uuid = s.workflow_id AND w.status = 'CANCELLED')"
+        )
     return conn.execute(
         sa.text(
             f"SELECT status, run_seq, root_session_id, parent_session_id, agent, user_id,"
-            f" tenant_id, inbox_open, workflow_id FROM {S}.sessions WHERE id = :s FOR UPDATE"
+            f" tenant_id, inbox_open, workflow_id, {cancelled} AS wf_cancelled"
+            f" FROM {S}.sessions s WHERE id = :s FOR UPDATE OF s"
         ),
         {"s": session_id},
     ).first()
@@ -90,10 +118,16 @@ def interrupt_tree(conn: sa.Connection, root_session_id: str) -> list[sa.Row[Any
     )
 
 
-def get(engine: sa.Engine, session_id: str) -> SessionInfo | None:
+def get(engine: sa.Engine, session_id: str, system_schema: str | None = None) -> SessionInfo | None:
+    """The session; with DBOS's ``system_schema``, a run cancelled outside us reads
+    ``interrupted`` (see ``_status``)."""
     with engine.connect() as conn:
         r = conn.execute(
-            sa.text(f"SELECT * FROM {S}.sessions WHERE id = :s"), {"s": session_id}
+            sa.text(
+                f"SELECT s.*, {_status(system_schema)} AS seen_status"
+                f" FROM {S}.sessions s WHERE s.id = :s"
+            ),
+            {"s": session_id},
         ).first()
     return None if r is None else _info(r)
 
@@ -106,16 +140,25 @@ def list_recent(
     user_id: str | None = None,
     tenant_id: str | None = None,
     limit: int = 20,
+    system_schema: str | None = None,
 ) -> list[SessionInfo]:
-    """Sessions newest first, each filter applied when given (``dbos-agents sessions``)."""
+    """Sessions newest first, each filter applied when given (``dbos-agents sessions``);
+    statuses as ``get`` reads them."""
+    seen = _status(system_schema)
+    columns = {
+        "agent": "s.agent",
+        "status": seen,
+        "user_id": "s.user_id",
+        "tenant_id": "s.tenant_id",
+    }
     filters = {"agent": agent, "status": status, "user_id": user_id, "tenant_id": tenant_id}
     given = {k: v for k, v in filters.items() if v is not None}
-    where = " AND ".join(f"{k} = :{k}" for k in given) or "TRUE"
+    where = " AND ".join(f"{columns[k]} = :{k}" for k in given) or "TRUE"
     with engine.connect() as conn:
         rows = conn.execute(
             sa.text(
-                f"SELECT * FROM {S}.sessions WHERE {where}"
-                " ORDER BY created_at DESC, id DESC LIMIT :lim"
+                f"SELECT s.*, {seen} AS seen_status FROM {S}.sessions s WHERE {where}"
+                " ORDER BY s.created_at DESC, s.id DESC LIMIT :lim"
             ),
             {**given, "lim": limit},
         ).all()
@@ -128,7 +171,7 @@ def _info(r: Any) -> SessionInfo:
         root_session_id=r.root_session_id,
         parent_session_id=r.parent_session_id,
         agent=r.agent,
-        status=r.status,
+        status=getattr(r, "seen_status", r.status),
         user_id=r.user_id,
         tenant_id=r.tenant_id,
         run_seq=r.run_seq,
@@ -141,6 +184,8 @@ def _info(r: Any) -> SessionInfo:
         error=r.error,
         created_at=r.created_at,
         updated_at=r.updated_at,
+        forked_from=getattr(r, "forked_from", None),  # migration 0016 on
+        forked_at_turn=getattr(r, "forked_at_turn", None),
     )
 
 
@@ -168,7 +213,9 @@ def revoke_tokens(engine: sa.Engine, session_id: str) -> int | None:
             {"s": session_id},
         ).first()
         if row is not None:  # open event streams close at once
-            conn.execute(sa.text("SELECT pg_notify(:c, :s)"), {"c": EVENTS_CHANNEL, "s": session_id})
+            conn.execute(
+                sa.text("SELECT pg_notify(:c, :s)"), {"c": EVENTS_CHANNEL, "s": session_id}
+            )
     return None if row is None else int(row[0])
 
 

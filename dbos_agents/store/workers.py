@@ -35,6 +35,7 @@ class WorkerInfo(BaseModel):
     adopted_at: datetime | None
     instance_id: str | None = None
     beat: int = 0
+    agents: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -47,20 +48,25 @@ class PeerBeat:
 
 
 def register(
-    engine: sa.Engine, executor_id: str, instance_id: str, application_version: str
+    engine: sa.Engine,
+    executor_id: str,
+    instance_id: str,
+    application_version: str,
+    agents: list[str] | None = None,
 ) -> None:
     """Take this executor id's row for this process (a restarted worker takes it back, even
-    from an adopter: the adopter already re-enqueued what was PENDING)."""
+    from an adopter: the adopter already re-enqueued what was PENDING), publishing the
+    agents it serves (``known_agents``)."""
     with engine.begin() as conn:
         conn.execute(
             sa.text(
                 f"INSERT INTO {S}.workers (executor_id, hostname, pid, application_version,"
-                " status, instance_id, beat) VALUES (:e, :h, :p, :v, 'running', :i, 1)"
-                " ON CONFLICT (executor_id) DO UPDATE SET hostname = excluded.hostname,"
+                " status, instance_id, beat, agents) VALUES (:e, :h, :p, :v, 'running', :i, 1,"
+                " :a) ON CONFLICT (executor_id) DO UPDATE SET hostname = excluded.hostname,"
                 " pid = excluded.pid, application_version = excluded.application_version,"
                 " status = 'running', instance_id = excluded.instance_id,"
                 " beat = workers.beat + 1, heartbeat_at = now(), started_at = now(),"
-                " adopted_by = NULL, adopted_at = NULL"
+                " adopted_by = NULL, adopted_at = NULL, agents = excluded.agents"
             ),
             {
                 "e": executor_id,
@@ -68,8 +74,41 @@ def register(
                 "p": os.getpid(),
                 "v": application_version,
                 "i": instance_id,
+                "a": None if agents is None else sorted(agents),
             },
         )
+
+
+def known_agents(engine: sa.Engine, stale_after_sec: float = 30.0) -> list[str] | None:
+    """The agents that live workers serve, sorted; None when no live worker published its
+    agents (none runs, or only earlier releases do, or this role may not read the table):
+    a session is then accepted, queued for a worker to come.
+
+    Live: running, with a heartbeat within ``stale_after_sec`` by the database's own clock
+    (one clock, so no skew). A worker that stopped or was adopted does not count."""
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(
+                sa.text(
+                    f"SELECT count(*) AS n, array_agg(DISTINCT a ORDER BY a)"
+                    f" FILTER (WHERE a IS NOT NULL) AS agents FROM {S}.workers w"
+                    " LEFT JOIN LATERAL unnest(w.agents) AS a ON true"
+                    " WHERE w.status = 'running' AND w.agents IS NOT NULL"
+                    " AND w.heartbeat_at > now() - make_interval(secs => :stale)"
+                ),
+                {"stale": stale_after_sec},
+            ).one()
+    except sa.exc.ProgrammingError:  # a role without access to the fleet's table
+        return None
+    return None if not row.n else list(row.agents or [])
+
+
+def get(engine: sa.Engine, executor_id: str) -> WorkerInfo | None:
+    with engine.connect() as conn:
+        r = conn.execute(
+            sa.text(f"SELECT * FROM {S}.workers WHERE executor_id = :e"), {"e": executor_id}
+        ).first()
+    return None if r is None else WorkerInfo.model_validate(r._asdict())
 
 
 def heartbeat(engine: sa.Engine, executor_id: str, instance_id: str) -> bool:

@@ -107,8 +107,10 @@ class SessionHandle:
         outcomes: Outcomes,
         persistent: bool,
         runs_here: bool = False,
+        system_schema: str | None = None,
     ) -> None:
         self.session_id = session_id
+        self._system_schema = system_schema
         self.workflow_id = workflow_id
         self.run_seq = run_seq
         self._engine = engine
@@ -126,7 +128,9 @@ class SessionHandle:
         )
 
     async def status(self) -> SessionInfo:
-        info = await asyncio.to_thread(queries.get_session, self._engine, self.session_id)
+        info = await asyncio.to_thread(
+            queries.get_session, self._engine, self.session_id, self._system_schema
+        )
         if info is None:
             raise SessionNotFoundError(self.session_id)
         return info

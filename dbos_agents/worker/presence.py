@@ -23,7 +23,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
-from .. import _dbos
+from .. import _dbos, outages
 from ..settings import Settings
 from ..store import workers
 from ..store.db import sqlalchemy_url
@@ -91,9 +91,15 @@ class Presence:
         engine: sa.Engine,
         settings: Settings,
         on_adopted: Callable[[], None],
+        *,
+        executor_id: str,
+        agents: list[str] | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings
+        self.executor_id = executor_id
+        self.agents = agents
+        """Published on the row, so servers refuse sessions for agents nobody serves."""
         self.instance_id = uuid.uuid4().hex
         self.adopting = True
         """Cleared during a drain: a worker on its way out takes on no one's sessions."""
@@ -103,8 +109,13 @@ class Presence:
         self._to_recover: set[str] = set()
 
     def register(self) -> None:
-        s = self.settings
-        workers.register(self.engine, s.executor_id, self.instance_id, s.application_version)
+        workers.register(
+            self.engine,
+            self.executor_id,
+            self.instance_id,
+            self.settings.application_version,
+            self.agents,
+        )
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="dbos-agents-presence", daemon=True)
@@ -116,26 +127,31 @@ class Presence:
             self._thread.join(timeout)
 
     def mark_stopped(self) -> None:
-        workers.mark_stopped(self.engine, self.settings.executor_id, self.instance_id)
+        workers.mark_stopped(self.engine, self.executor_id, self.instance_id)
 
     def _run(self) -> None:
         s = self.settings
         observer = Observer(s.stale_after_sec, s.heartbeat_interval_sec)
         try:  # claims an earlier process of this executor id made but may not have recovered
-            self._to_recover.update(workers.adopted_by(self.engine, s.executor_id))
+            self._to_recover.update(workers.adopted_by(self.engine, self.executor_id))
         except Exception as exc:
             log.warning("could not list adopted workers", extra={"error": str(exc)})
         while not self._stop.wait(s.heartbeat_interval_sec):
             try:
-                mine = workers.heartbeat(self.engine, s.executor_id, self.instance_id)
+                mine = workers.heartbeat(self.engine, self.executor_id, self.instance_id)
             except Exception as exc:
                 observer.broken()
-                log.warning(
-                    "heartbeat failed", extra={"event": "heartbeat_failed", "error": str(exc)}
-                )
+                if outages.is_connection_error(str(exc)):
+                    outages.failed(exc)  # said once, until the database answers again
+                else:
+                    log.warning(
+                        "heartbeat failed", extra={"event": "heartbeat_failed", "error": str(exc)}
+                    )
                 continue
+            outages.answered()
             if not mine:
                 if not self._stop.is_set():
+                    log.error(self._lost_row(), extra={"event": "worker_row_lost"})
                     self._on_adopted()
                 return
             if not self.adopting:
@@ -149,18 +165,40 @@ class Presence:
                     "adoption failed", extra={"event": "adoption_failed", "error": str(exc)}
                 )
 
+    def _lost_row(self) -> str:
+        """Why this process's row is no longer its own, naming who took it."""
+        try:
+            row = workers.get(self.engine, self.executor_id)
+        except Exception:
+            row = None
+        if row is not None and row.status == "adopted":
+            return (
+                f"this worker ({self.executor_id}) was adopted by another worker"
+                f" ({row.adopted_by}), which"
+                f" saw no heartbeat from it for {self.settings.stale_after_sec:g}s (was this"
+                " process frozen or cut off from the database?); exiting at once"
+            )
+        if row is not None and row.instance_id != self.instance_id:
+            return (
+                f"executor id {self.executor_id} was taken over by another process (pid"
+                f" {row.pid} on host {row.hostname}): two workers share one executor id; give"
+                " each its own DBOS_AGENTS_EXECUTOR_ID or leave it unset; exiting at once"
+            )
+        return f"this worker's row ({self.executor_id}) is no longer its own; exiting at once"
+
     def _adopt(self, observer: Observer) -> None:
         s = self.settings
-        peers = workers.peers(self.engine, s.executor_id, s.application_version)
+        peers = workers.peers(self.engine, self.executor_id, s.application_version)
         for dead in observer.observe(peers, time.monotonic()):
-            if workers.claim(self.engine, s.executor_id, dead):
+            if workers.claim(self.engine, self.executor_id, dead):
                 self._to_recover.add(dead.executor_id)
         if self._to_recover:  # kept until DBOS re-enqueued them: a claim is never stranded
             claimed = sorted(self._to_recover)
             ids = _dbos.recover_pending_workflows(claimed, s.application_version)
             self._to_recover.clear()
             log.warning(
-                "adopted dead workers",
+                f"adopted the sessions of dead worker(s) {', '.join(claimed)}:"
+                f" {len(ids)} workflow(s) re-enqueued",
                 extra={"event": "workers_adopted", "executor_ids": claimed, "workflows": ids},
             )
 

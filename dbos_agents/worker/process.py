@@ -18,8 +18,10 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable
 
+from .. import logs
 from ..errors import ConfigurationError
 from ..imports import import_object
+from ..settings import Settings
 from .runtime import AgentRuntime
 
 log = logging.getLogger("dbos_agents")
@@ -52,11 +54,7 @@ def exit_now(code: int) -> None:
 
 
 def _adopted() -> None:
-    log.error(
-        "this worker was adopted by another worker; exiting at once",
-        extra={"event": "worker_adopted_exit"},
-    )
-    sys.stderr.write("dbos-agents worker: adopted by another worker, exiting\n")
+    """Its row is no longer this process's (presence logged who took it, and why)."""
     exit_now(EXIT_ADOPTED)
 
 
@@ -76,19 +74,23 @@ async def serve_forever(
         stop.set()
     await runtime.launch(on_adopted=_adopted)
     if ready_message:
-        print(f"dbos-agents worker ready executor_id={s.executor_id}", flush=True)
+        print(f"dbos-agents worker ready executor_id={runtime.executor_id}", flush=True)
     reaper = asyncio.create_task(_every(s.reap_interval_sec, runtime.reap_tombstones, "reaping"))
     await stop.wait()
-    log.warning(
-        "worker draining", extra={"event": "worker_draining", "grace": s.shutdown_grace_sec}
+    log.info(
+        f"worker draining (grace {s.shutdown_grace_sec:g}s)",
+        extra={"event": "worker_draining", "grace": s.shutdown_grace_sec},
     )
     reaper.cancel()
     idle = await runtime.drain(s.shutdown_grace_sec)
     await runtime.leave()
-    log.warning(
-        "worker stopped" if idle else "worker stopped with steps still running (grace over)",
-        extra={"event": "worker_stopped", "idle": idle},
-    )
+    if idle:
+        log.info("worker stopped", extra={"event": "worker_stopped", "idle": idle})
+    else:
+        log.warning(
+            "worker stopped with steps still running (grace over)",
+            extra={"event": "worker_stopped", "idle": idle},
+        )
     if exit_process:
         exit_now(0)
 
@@ -111,7 +113,22 @@ def _remember_stop(signum: int, frame: object) -> None:
     _early_stop.set()
 
 
-def run_worker(spec: str, *, database_url: Callable[[str | None], str] | None = None) -> None:
+def configure_logging(settings: Settings, log_format: logs.LogFormat | None = None) -> None:
+    """The worker's log lines on stderr (``dbos_agents.logs``); ``log_format`` overrides
+    the setting (``--log-format``)."""
+    logs.configure(
+        settings.log_level,
+        log_format or settings.log_format,
+        dbos_level=settings.dbos_level(),
+    )
+
+
+def run_worker(
+    spec: str,
+    *,
+    database_url: Callable[[str | None], str] | None = None,
+    log_format: logs.LogFormat | None = None,
+) -> None:
     """The CLI entry: a SIGTERM that arrives while the app imports or DBOS launches is
     remembered and drains right after launch, so even an early stop exits 0.
 
@@ -122,7 +139,9 @@ def run_worker(spec: str, *, database_url: Callable[[str | None], str] | None = 
     # From this line on a SIGTERM drains; before it (interpreter start, imports) nothing of
     # ours runs that could catch it. Supervisors and tests can tell the two apart by it.
     print(STARTING_LINE, flush=True)
+    configure_logging(Settings(), log_format)  # the environment's, while the app imports
     runtime = load_runtime(spec)
+    configure_logging(runtime.settings, log_format)  # the app's own, if it set any
     if database_url is not None:
         url = database_url(runtime.settings.database_url)
         runtime.settings = runtime.settings.model_copy(update={"database_url": url})

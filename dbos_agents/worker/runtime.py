@@ -28,8 +28,10 @@ from ..settings import CLIENT_POOL_SIZE, SYNC_MAX_OVERFLOW, SYNC_POOL_SIZE, Sett
 from ..store import pending, pg, queries, runs
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
 from ..store.listen import Listener
+from ..store.locate import locate_database, log_located
 from ..store.migrate import SCHEMA, migrate
 from .handle import Outcomes, SessionHandle
+from .identity import ExecutorClaim
 from .parking import Parker
 from .presence import ListenerWatch, Presence, presence_engine
 from .starts import StartWatch
@@ -67,6 +69,7 @@ class AgentRuntime:
         """Every agent this worker can run, sub-agents included."""
         self.model = model
         self._engine: sa.Engine | None = None
+        self._claim: ExecutorClaim | None = None
         self._client: DBOSClient | None = None
         self._presence: Presence | None = None
         self._listen_watch: ListenerWatch | None = None
@@ -77,9 +80,17 @@ class AgentRuntime:
         self._outcomes: Outcomes | None = None
 
     @property
+    def executor_id(self) -> str | None:
+        """The executor id this process holds (``worker/identity.py``); None before launch."""
+        return self._claim.executor_id if self._claim is not None else None
+
+    @property
     def database_url(self) -> str:
         if self.settings.database_url is None:
-            raise ConfigurationError("no database_url: pass one or set DBOS_AGENTS_DATABASE_URL")
+            raise ConfigurationError(
+                "no database_url yet: launch() finds the embedded one, or pass one"
+                " (DBOS_AGENTS_DATABASE_URL)"
+            )
         return self.settings.database_url
 
     async def launch(self, *, on_adopted: Callable[[], None] | None = None) -> None:
@@ -90,6 +101,11 @@ class AgentRuntime:
         then heartbeats and adopts dead peers from a thread; ``on_adopted`` runs on that
         thread if this process learns its row was adopted (it must stop at once).
         """
+        if self.settings.database_url is None:
+            # The embedded database, as the CLI and AgentClient() find it (store/locate.py).
+            located = await asyncio.to_thread(locate_database, self.settings)
+            log_located(located)
+            self.settings = self.settings.model_copy(update={"database_url": located.url})
         url = self.database_url
         s = self.settings
         _dbos.configure(fast_paths=s.dbos_fast_paths)
@@ -101,16 +117,27 @@ class AgentRuntime:
             connect_timeout=s.connect_timeout_sec,
         )
         await asyncio.to_thread(migrate, engine)
+        if self._claim is not None:  # an earlier launch of this runtime that failed
+            await asyncio.to_thread(self._claim.release)
+        claim = ExecutorClaim(url, s)
+        executor_id = await asyncio.to_thread(claim.acquire)  # before DBOS recovers its work
+        self._claim = claim
         if on_adopted is not None:
-            self._presence = Presence(presence_engine(url, s), s, on_adopted)
+            self._presence = Presence(
+                presence_engine(url, s),
+                s,
+                on_adopted,
+                executor_id=executor_id,
+                agents=sorted(self.agents),
+            )
             await asyncio.to_thread(self._presence.register)
         config: DBOSConfig = {
             "name": s.app_name,
             "system_database_url": sqlalchemy_url(url),
             "dbos_system_schema": s.dbos_system_schema,
             "application_version": s.application_version,
-            "executor_id": s.executor_id,
-            "log_level": s.log_level,
+            "executor_id": executor_id,
+            "log_level": s.dbos_level(),
             "max_executor_threads": s.max_executor_threads,
             "sys_db_pool_size": s.system_db_pool_size,
             # DBOS's system engine pings every checkout, and every DBOS operation checks a
@@ -170,9 +197,13 @@ class AgentRuntime:
             )
             self._start_watch.start()
         self._parker.start()
+        claim.keep()
         if self._presence is not None:
             self._presence.start()
-        log.info("runtime launched", extra={"event": "launched", "executor_id": s.executor_id})
+        log.info(
+            f"worker {executor_id} launched: agents {', '.join(sorted(self.agents))}",
+            extra={"event": "launched", "executor_id": executor_id},
+        )
 
     def _require(self) -> tuple[sa.Engine, DBOSClient]:
         if self._engine is None or self._client is None:
@@ -205,6 +236,7 @@ class AgentRuntime:
                 user_id=user_id,
                 tenant_id=tenant_id,
                 claim=None if local is None else local.claim,
+                system_schema=self.settings.dbos_system_schema,
             )
             if local is not None:
                 local.execute()
@@ -218,7 +250,8 @@ class AgentRuntime:
     async def send(self, session_id: str, message: str) -> SessionHandle:
         """Continue a finished session with a follow-up message, as a new run."""
         engine, _ = self._require()
-        info = await asyncio.to_thread(queries.get_session, engine, session_id)
+        schema = self.settings.dbos_system_schema
+        info = await asyncio.to_thread(queries.get_session, engine, session_id, schema)
         if info is None:
             raise SessionNotFoundError(session_id)
         return await self.start(info.agent, message, session_id=session_id)
@@ -226,7 +259,7 @@ class AgentRuntime:
     def session(self, session_id: str) -> SessionHandle:
         """A handle on an existing session's latest run."""
         engine, _ = self._require()
-        info = queries.get_session(engine, session_id)
+        info = queries.get_session(engine, session_id, self.settings.dbos_system_schema)
         if info is None:
             raise SessionNotFoundError(session_id)
         agent = self.agents.get(info.agent)
@@ -259,6 +292,7 @@ class AgentRuntime:
             outcomes=self._outcomes,
             persistent=persistent,
             runs_here=runs_here,
+            system_schema=self.settings.dbos_system_schema,
         )
 
     async def reap_tombstones(self) -> int:
@@ -326,6 +360,9 @@ class AgentRuntime:
             self._ledger = None
         await pg.close_idle()  # the hot path's kept connections, back to their pool
         set_context(None)
+        if self._claim is not None:  # DBOS is gone: another process may take this id now
+            self._claim.release()  # not in a thread: DBOS.destroy shut the loop's executor
+            self._claim = None
         if self._client is not None:
             self._client.destroy()
         if self._engine is not None:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, field_validator
 from dbos_agents import Agent, ModelResponse, ToolContext, TransientModelError, client_tool, tool
 from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
 
+from . import state_agents
 from .streaming_model import LONG_REPLY, StreamedScript
 
 EFFECTS: Counter[str] = Counter()
@@ -253,6 +254,8 @@ def respond(request: ModelRequest) -> str | ModelResponse:
                 text="Let me look that order up for you. ",
             )
         return f"found: {_last_tool(request)}" if agent == "stream_cut_tool" else LONG_REPLY
+    if agent in state_agents.NAMES:
+        return state_agents.respond(request)
     raise AssertionError(f"no script for {agent}")
 
 
@@ -285,4 +288,5 @@ AGENTS = [
         "boss",
         sub_agents=[Agent("middle", sub_agents=[Agent("leaf", tools=[confirm])])],
     ),
+    *state_agents.AGENTS,
 ]

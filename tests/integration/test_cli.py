@@ -17,7 +17,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dbos_agents.demo import APP
 from dbos_agents.store.embedded import stop_embedded_database
 from dbos_agents.store.migrate import load_migrations
 
@@ -120,26 +119,18 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
     stop_embedded_database(data / "pgdata")  # it outlives the processes that use it
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["sessions"],
-        ["show", "ses_x"],
-        ["pending"],
-        ["worker", "--app", APP],
-        ["serve", "--allow-unauthenticated"],
-        ["start", "support", "hi"],
-    ],
-    ids=lambda a: a[0],
-)
-def test_without_a_database_each_command_says_how_to_create_one(
-    args: list[str], data_dir: Path, tmp_path: Path
+def test_without_a_database_the_first_command_creates_it_and_says_so(
+    data_dir: Path, tmp_path: Path
 ) -> None:
-    r = _run(["dbos-agents", *args], _env(data_dir), tmp_path, timeout=60)
-    assert r.returncode == 2, r.stderr
-    (line,) = r.stderr.strip().splitlines()
-    assert "INVALID_CONFIGURATION" in line and "dbos-agents demo" in line
-    assert not (data_dir / "pgdata").exists()
+    """No `dbos-agents migrate` first (issue 29): any command creates and migrates the
+    embedded database, in one line that also says how to stop the Postgres it leaves."""
+    r = _run(["dbos-agents", "show", "ses_x"], _env(data_dir), tmp_path, timeout=120)
+    assert r.returncode == 8, r.stderr
+    created, error = r.stderr.strip().splitlines()
+    assert created.startswith("created the embedded Postgres in data/pgdata/ (first use)")
+    assert "`dbos-agents db stop` stops it" in created
+    assert error.startswith("error [SESSION_NOT_FOUND]")
+    assert (data_dir / "pgdata" / "PG_VERSION").exists()
 
 
 def _next_steps(stdout: str) -> list[list[str]]:

@@ -52,7 +52,7 @@ def test_the_demo_refuses_to_run_beside_another_worker(
     finally:
         worker.terminate()
         assert worker.wait(timeout=60) == 0
-    assert r.returncode != 0, r.stdout[-3000:]
+    assert r.returncode == 16, r.stdout[-3000:]  # DEMO_FAILED
     (line,) = [x for x in r.stderr.splitlines() if x.startswith("error [")]
     assert line.startswith("error [DEMO_FAILED]") and "another worker" in line
     assert "next-steps-worker" in line and f"pid {worker.pid}" in line

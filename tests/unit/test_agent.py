@@ -83,7 +83,9 @@ def test_bad_agent_name(name: str) -> None:
 
 
 def test_non_string_instructions() -> None:
-    assert problems_of(instructions=["not", "a", "string"]) == ["instructions must be a string"]
+    assert problems_of(instructions=["not", "a", "string"]) == [
+        "instructions must be a string or a function of the state"
+    ]
 
 
 def test_duplicate_tool_names() -> None:

@@ -82,7 +82,7 @@ def test_crash_points_are_documented_in_order() -> None:
     assert crashpoints.CRASH_POINTS[0] == "model_answered"
     assert crashpoints.CRASH_POINTS[-1] == "after_run_end"
     repo = Path(__file__).resolve().parents[2]
-    for doc in ("README.md", "docs/architecture.md"):
+    for doc in ("docs/testing.md", "docs/architecture.md"):
         text = (repo / doc).read_text()
         assert [p for p in crashpoints.CRASH_POINTS if f"`{p}`" not in text] == [], doc
 
@@ -351,11 +351,16 @@ def test_settings_application_version_is_pinned(clean_env: pytest.MonkeyPatch) -
     assert field.default_factory is None
 
 
-def test_settings_default_executor_id_is_stable(clean_env: pytest.MonkeyPatch) -> None:
+def test_settings_default_executor_id_is_a_slot_of_the_host(clean_env: pytest.MonkeyPatch) -> None:
     import socket
 
-    first, second = Settings(), Settings()
-    assert first.executor_id == second.executor_id == f"worker-{socket.gethostname()}"
+    from dbos_agents.worker.identity import lock_keys, slot_id
+
+    assert Settings().executor_id is None  # the worker takes a free slot at launch
+    host = socket.gethostname()
+    assert slot_id(0) == f"worker-{host}"  # the id of earlier releases: an upgrade recovers
+    assert [slot_id(i, "h") for i in (1, 2)] == ["worker-h:1", "worker-h:2"]
+    assert lock_keys("a") == lock_keys("a") != lock_keys("b")
 
 
 def test_settings_defaults(clean_env: pytest.MonkeyPatch) -> None:

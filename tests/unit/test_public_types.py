@@ -12,7 +12,13 @@ import pytest
 
 import dbos_agents
 
-ALLOWED: dict[str, str] = {}
+ALLOWED: dict[str, str] = {
+    "Agent.__init__": "instructions may be a function of the agent's own state model",
+    "ToolContext.state": "the agent's state model: ToolContext is not generic in it",
+    "ToolContext.update_state": "a function of the agent's state model (as ToolContext.state)",
+    "AgentClient.state": "the implementation behind typed overloads (JSON, or model=M -> M)",
+    "AsyncAgentClient.state": "the implementation behind typed overloads (as AgentClient's)",
+}
 """``qualname -> why``: keep it tiny; every entry is a debt."""
 
 

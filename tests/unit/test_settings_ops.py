@@ -100,9 +100,9 @@ def test_an_observer_gap_or_failure_resets_everything() -> None:
 
 
 def test_connection_bound_follows_the_pool_settings() -> None:
-    assert Settings().max_database_connections() == 20 + 1 + 5 + 10 + 20 + 5 + 10 + 3
+    assert Settings().max_database_connections() == 20 + 1 + 5 + 10 + 20 + 5 + 10 + 4
     more = Settings(system_db_pool_size=30, db_pool_size=4, db_max_overflow=0)
-    assert more.max_database_connections() == 30 + 1 + 5 + 4 + 0 + 5 + 10 + 3
+    assert more.max_database_connections() == 30 + 1 + 5 + 4 + 0 + 5 + 10 + 4
 
 
 def test_the_queue_poll_is_slow_unless_it_claims_every_start() -> None:

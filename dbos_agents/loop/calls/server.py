@@ -26,7 +26,9 @@ from ...ids import idempotency_key
 from ...messages import JSONValue, ToolCall
 from ...outcome import RunSpec
 from ...results import ToolResult, durability_error
+from ...state import StateChanges
 from ...store.calls import CallKind
+from ...store.state import StateCommit
 from ...tools import Tool, ToolContext
 from .. import drain, execution
 from ..context import get_context
@@ -77,12 +79,15 @@ async def approved_step(
 async def _guarded(
     spec: RunSpec, call: ToolCall, tool: Tool, args: BaseModel, *, fenced: bool
 ) -> ToolResult:
-    async with get_context().ledger.attempt(
+    ctx = get_context()
+    schema = ctx.agent(spec["agent"]).state_schema
+    async with ctx.ledger.attempt(
         spec["session_id"],
         call.id,
         uuid.uuid4().hex,
         exclusive=not tool.safe_to_retry,
         run_seq=spec["run_seq"] if fenced else None,
+        with_state=schema is not None,
     ) as attempt:
         if attempt.fenced:
             raise RunInterrupted(call.id)
@@ -99,6 +104,9 @@ async def _guarded(
             user_id=spec["user_id"],
             tenant_id=spec["tenant_id"],
             attempt=attempt.number,
+            changes=None
+            if schema is None
+            else StateChanges(schema, spec["session_id"], attempt.state),
         )
         if attempt.prior_status != "requested" and not tool.safe_to_retry:
             settle = _settle_unknown(tool, tctx, args)  # an earlier attempt may have run
@@ -106,9 +114,35 @@ async def _guarded(
             settle = _invoke(tool, tctx, args)
         result = await (_dbos.outside_workflow(settle) if fenced else settle)
         crash_point("after_handler")
-        recorded = await attempt.record(result)
+        recorded = await attempt.record(result, _state_commit(result, tctx.changes))
         crash_point("after_tool_result")
         return recorded
+
+
+def _state_commit(result: ToolResult, changes: StateChanges | None) -> StateCommit | None:
+    """How the call's state changes commit with its result: only a successful call's, each
+    folded onto the latest committed state; one that no longer validates (or an update
+    function that raises) turns the result into a tool error and stores nothing."""
+    if changes is None or not changes.ops or not result.ok:
+        return None
+
+    def commit(latest: JSONValue | None) -> tuple[ToolResult, dict[str, JSONValue] | None]:
+        try:
+            return result, changes.fold(latest)
+        except Exception as exc:
+            return _state_error(result, exc), None
+
+    return commit
+
+
+def _state_error(result: ToolResult, exc: Exception) -> ToolResult:
+    log.info(
+        "tool state change refused",
+        extra={"event": "tool_state_invalid", "tool": result.tool},
+    )
+    return ToolResult.failure(
+        result.tool_call_id, result.tool, "tool-error", f"{type(exc).__name__}: {exc}"
+    )
 
 
 async def _invoke(tool: Tool, tctx: ToolContext, args: BaseModel) -> ToolResult:

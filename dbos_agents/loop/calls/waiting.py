@@ -71,7 +71,7 @@ async def wait_for_submission(
             return None
     delivery = decode(payload)
     if isinstance(delivery, InterruptDelivery):
-        log.warning(
+        log.info(
             "client_tool.aborted",
             extra={"event": "client_tool.aborted", "tool_call_id": tool_call_id},
         )

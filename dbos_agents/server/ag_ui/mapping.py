@@ -15,6 +15,8 @@
   ``RUN_FINISHED`` (success, ``pendingToolCallIds``; the client runs the tool and posts a
   new run with the tool message); an approval ends it with ``RUN_FINISHED`` and an
   ``interrupt`` outcome (answered by the next run's ``resume``).
+- ``StateEvent`` (a tool committed a change of the session's typed state):
+  ``STATE_SNAPSHOT`` with the whole state.
 - ``StatusEvent`` (the run's end): ``completed`` is ``RUN_FINISHED``, ``interrupted`` is
   ``RUN_FINISHED`` with a ``cancelled`` outcome, anything else ``RUN_ERROR`` (code: the
   status in capitals).
@@ -34,6 +36,7 @@ from ag_ui.core import (
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
+    StateSnapshotEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -49,6 +52,7 @@ from ...events import (
     PendingEvent,
     RetractEvent,
     SessionEvent,
+    StateEvent,
     StatusEvent,
     ToolCallPiece,
 )
@@ -123,6 +127,8 @@ class Mapper:
                 out += self._retract(e)
             elif isinstance(e, MessageEvent) and e.run_seq >= self.run:
                 out += self._message(e)
+            elif isinstance(e, StateEvent) and (e.run or 0) >= self.run:
+                out.append(StateSnapshotEvent(snapshot=e.state))  # the session's typed state
             elif isinstance(e, StatusEvent) and e.run_seq >= self.run and e.status in TERMINAL:
                 out += self._status(e)
         if pending and not self.finished:

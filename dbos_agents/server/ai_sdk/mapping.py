@@ -28,6 +28,7 @@ from ...events import (
     PendingEvent,
     RetractEvent,
     SessionEvent,
+    StateEvent,
     StatusEvent,
     ToolCallPiece,
 )
@@ -105,6 +106,8 @@ class RunParts:
                 continue
             if isinstance(e, PendingEvent):
                 continue  # taken with the message that opened it
+            if isinstance(e, StateEvent):
+                continue  # not a part of the AI SDK's UI message stream
             run = e.run_seq if isinstance(e, MessageEvent) else e.run
             if run < self.run:
                 continue

@@ -1,0 +1,1 @@
+"""The newcomer test: docs/first-agent.md run from an empty folder."""
