@@ -93,6 +93,9 @@ def node() -> Callable[..., list[dict[str, Any]]]:
         )
         if proc.returncode != 0:
             pytest.fail(f"node {script} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
-        return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+        lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+        # What the client reported, for `pytest -s` (one line per scenario).
+        print(f"node {script} {' '.join(args)}: {json.dumps(lines[-1]) if lines else '-'}"[:400])
+        return lines
 
     return run
