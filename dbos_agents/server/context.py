@@ -20,6 +20,7 @@ from .auth import (
     unauthorized,
 )
 from .metrics import Metrics
+from .schemas import SessionToken
 from .settings import ServerSettings
 
 
@@ -36,6 +37,14 @@ class ServerContext:
         if self.client is None:  # only before startup or after shutdown
             raise HTTPException(503, "the server is not started")
         return self.client
+
+    def new_session_token(self, session_id: str) -> SessionToken:
+        """What a route that made a session answers: its first token (none without a
+        secret)."""
+        if self.tokens is None:
+            return SessionToken(session_id=session_id, token=None, expires_at=None)
+        issued = self.tokens.issue(session_id)
+        return SessionToken(session_id=session_id, token=issued.token, expires_at=issued.expires_at)
 
     def acting(self, access: Access) -> AsyncAgentClient:
         """The client a request acts through: scoped to the signed-in user when the hook names

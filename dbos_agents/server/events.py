@@ -28,19 +28,15 @@ Last-Event-ID). ``follow=false``: what exists now, one ``status`` event, then th
 from __future__ import annotations
 
 import json
-import logging
-import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from sse_starlette import ServerSentEvent
 
 from ..client import AsyncAgentClient
-from ..client.live import Progress
-from ..errors import DatabaseUnavailableError, SessionNotFoundError
 from ..events import Cursor, PendingEvent, SessionEvent, StateEvent, StatusEvent
-
-log = logging.getLogger("dbos_agents.server")
+from .follow import Limits, Stop
+from .follow import follow as follow_log
 
 RETRY_MS = 1000
 """The reconnect delay an ``EventSource`` is told to use."""
@@ -63,66 +59,32 @@ def encode(e: SessionEvent) -> ServerSentEvent:
     return sse(e.event, json.dumps(data, separators=(",", ":")), e.cursor)
 
 
-@dataclass(frozen=True)
-class StreamOptions:
-    poll_interval: float
-    max_duration: float
-
-
 async def stream_events(
     client: AsyncAgentClient,
     session_id: str,
     after: Cursor,
     *,
     follow: bool,
-    options: StreamOptions,
-    valid_until: float | None = None,
-    generation: int | None = None,
-    clock: Callable[[], float] = time.time,
+    limits: Limits,
 ) -> AsyncIterator[ServerSentEvent]:
-    """The SSE body (see the module doc). With ``valid_until`` (the token's expiry, unix
-    seconds) and ``generation`` (the token's) the stream sends an ``expired`` event and
-    closes when the token expires or is revoked."""
+    """The SSE body (see the module doc). A stream a token let in (``limits`` carry its
+    expiry and generation) sends an ``expired`` event and closes when the token expires or
+    is revoked; past ``max_duration``, or when the database stops answering, it closes."""
     yield ServerSentEvent(retry=RETRY_MS, sep=SEP)
-    started = time.monotonic()
-    progress = Progress(after, follow)
-    async with await client.live_watch(session_id, check=False) as live:
-        while True:
-            try:
-                batch = await client.read_events(session_id, progress.cursor)
-            except (DatabaseUnavailableError, SessionNotFoundError) as exc:
-                # The response has started: close it; the client resumes with Last-Event-ID.
-                log.warning("event stream ended early", extra={"error": str(exc)})
+    async with aclosing(
+        follow_log(client, session_id, after, limits, keep_following=follow)
+    ) as log_:
+        async for item in log_:
+            if isinstance(item, Stop):
+                reason = _EXPIRED.get(item.code)
+                if reason is not None:
+                    yield sse("expired", json.dumps({"reason": reason}))
                 return
-            events, step = progress.take(batch)
-            for e in events:
+            for e in item.events:
                 yield encode(e)
-            if step == "end":
-                return
-            if step == "more":
-                continue
-            elapsed = time.monotonic() - started
-            if elapsed >= options.max_duration:
-                return
-            if valid_until is not None and clock() >= valid_until:
-                yield sse("expired", '{"reason": "token expired: refresh it and resume"}')
-                return
-            if generation is not None and batch.token_generation != generation:
-                yield sse("expired", '{"reason": "token revoked"}')
-                return
-            # New deltas are shown as the feed hands them over; anything else (or the
-            # safety net's timer) ends the wait with a full read, and its checks above.
-            while True:
-                left = [options.poll_interval, options.max_duration - elapsed]
-                if valid_until is not None:
-                    left.append(valid_until - clock())
-                rows = await live.wait(max(0.01, min(left)), progress.cursor)
-                if rows is None:
-                    break
-                for e in progress.shown(rows):
-                    yield encode(e)
-                elapsed = time.monotonic() - started
-                if elapsed >= options.max_duration or (
-                    valid_until is not None and clock() >= valid_until
-                ):
-                    break  # the checks above
+
+
+_EXPIRED = {
+    "TOKEN_EXPIRED": "token expired: refresh it and resume",
+    "TOKEN_REVOKED": "token revoked",
+}

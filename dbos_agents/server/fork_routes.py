@@ -52,10 +52,7 @@ async def fork_session(request: Request, session_id: str, body: ForkSession) -> 
     access = await ctx.authorize(request, "send_message", session_id)
     client = ctx.acting(access)
     sid = await client.fork(session_id, at_turn=body.at_turn, message=body.message)
-    if ctx.tokens is None:
-        return SessionToken(session_id=sid, token=None, expires_at=None)
-    issued = ctx.tokens.issue(sid)
-    return SessionToken(session_id=sid, token=issued.token, expires_at=issued.expires_at)
+    return ctx.new_session_token(sid)
 
 
 @router.get(

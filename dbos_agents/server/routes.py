@@ -17,7 +17,8 @@ from ..records import SubmitOutcome
 from .auth import Access, Operation, TokenError, unauthorized
 from .context import ServerContext
 from .errors import ERROR_RESPONSES, unknown_tool_call
-from .events import SEP, StreamOptions, stream_events
+from .events import SEP, stream_events
+from .follow import Limits
 from .schemas import (
     Approval,
     CreateSession,
@@ -84,10 +85,7 @@ async def create_session(request: Request, body: CreateSession) -> SessionToken:
         tenant_id = p.tenant_id or body.tenant_id
     client = ctx.agent_client()
     sid = await client.start(body.agent, body.message, user_id=user_id, tenant_id=tenant_id)
-    if ctx.tokens is None:
-        return SessionToken(session_id=sid, token=None, expires_at=None)
-    issued = ctx.tokens.issue(sid)
-    return SessionToken(session_id=sid, token=issued.token, expires_at=issued.expires_at)
+    return ctx.new_session_token(sid)
 
 
 @router.get(
@@ -277,15 +275,9 @@ async def events(
     # 404 (or 403 for another user's session) before the stream starts.
     await ctx.acting(access).session(session_id)
     s = ctx.settings
+    clock = ctx.tokens.clock if ctx.tokens is not None else time.time
     body = stream_events(
-        ctx.agent_client(),
-        session_id,
-        after,
-        follow=follow,
-        options=StreamOptions(s.events_poll_interval_sec, s.events_max_stream_sec),
-        valid_until=token.expires if token is not None else None,
-        generation=token.generation if token is not None else None,
-        clock=ctx.tokens.clock if ctx.tokens is not None else time.time,
+        ctx.agent_client(), session_id, after, follow=follow, limits=Limits.of(s, token, clock)
     )
     return EventSourceResponse(
         body,

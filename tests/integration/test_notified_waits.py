@@ -15,7 +15,8 @@ import pytest
 import pytest_asyncio
 
 from dbos_agents import AgentClient, AgentRuntime, AsyncAgentClient, Cursor, SessionInfo
-from dbos_agents.server.events import StreamOptions, stream_events
+from dbos_agents.server.events import stream_events
+from dbos_agents.server.follow import Limits
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -96,7 +97,7 @@ async def test_the_event_stream_is_woken_not_polled(
 ) -> None:
     sid = await aclient.start("asker", "ship it?")
     call_id = await _pending_id(aclient, sid)
-    stream = stream_events(aclient, sid, Cursor(), follow=True, options=StreamOptions(NEVER, NEVER))
+    stream = stream_events(aclient, sid, Cursor(), follow=True, limits=Limits(NEVER, NEVER))
     seen: list[str] = []
 
     async def read_until_status() -> None:

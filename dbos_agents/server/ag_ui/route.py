@@ -25,10 +25,11 @@ from ..chats import Chat, ctx_of, open_chat, require_existing, say
 from ..context import ServerContext
 from ..errors import ERROR_RESPONSES
 from ..events import SEP
+from ..follow import Limits
 from .mapping import Mapper
 from .parse import parse_input
 from .reconcile import Answers, answers_of, new_message, operation_of
-from .stream import Limits, encode, run_stream
+from .stream import encode, run_stream
 from .view import ClientView
 
 router = APIRouter(tags=["chat UIs"])
@@ -184,15 +185,8 @@ def _respond(
     opening: list[BaseEvent],
     headers: dict[str, str] | None = None,
 ) -> EventSourceResponse:
-    s = ctx.settings
-    token = chat.access.token
-    limits = Limits(
-        poll_interval=s.events_poll_interval_sec,
-        max_duration=s.events_max_stream_sec,
-        valid_until=token.expires if token is not None else None,
-        generation=token.generation if token is not None else None,
-        clock=ctx.tokens.clock if ctx.tokens is not None else time.time,
-    )
+    clock = ctx.tokens.clock if ctx.tokens is not None else time.time
+    limits = Limits.of(ctx.settings, chat.access.token, clock)
     started = RunStartedEvent(thread_id=body.thread_id, run_id=body.run_id)
     stream = run_stream(
         ctx.agent_client(), chat.session_id, start, mapper, [started, *opening], limits

@@ -14,11 +14,12 @@ from ...store.sessions import BUSY
 from ..chats import Chat, ctx_of, open_chat, require_existing, say
 from ..context import ServerContext
 from ..errors import ERROR_RESPONSES
+from ..follow import Limits
 from .answers import Answer, Say, approver, deliver, plan
 from .mapping import RunParts, message_id
 from .parts import ErrorPart, Finish, Part, SessionPart, Start
 from .request import ChatRequest
-from .stream import TOKEN_HEADER, limits_of, parts_of, respond, run_cursors, run_parts
+from .stream import TOKEN_HEADER, parts_of, respond, run_cursors, run_parts
 
 router = APIRouter(tags=["chat UIs"])
 
@@ -93,20 +94,15 @@ def _respond(
     head: list[Part],
     headers: dict[str, str],
 ) -> EventSourceResponse:
-    token = chat.access.token
-    limits = limits_of(
-        ctx.settings,
-        token.expires if token is not None else None,
-        token.generation if token is not None else None,
-    )
+    clock = ctx.tokens.clock if ctx.tokens is not None else time.time
+    limits = Limits.of(ctx.settings, chat.access.token, clock)
     mid = message_id(chat.chat_id, run_seq)
     parts = RunParts(run_seq, mid)
-    clock = ctx.tokens.clock if ctx.tokens is not None else time.time
 
     async def body() -> AsyncIterator[Part]:
         for p in head:
             yield p
-        async for p in run_parts(ctx.agent_client(), chat.session_id, parts, after, limits, clock):
+        async for p in run_parts(ctx.agent_client(), chat.session_id, parts, after, limits):
             yield p
 
     return respond(ctx.settings, Start(message_id=mid), body(), headers)
