@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -58,9 +59,17 @@ def run_started(spec: RunSpec, resumed: bool = False) -> None:
     )
 
 
+_ENDED: OrderedDict[tuple[str, int], None] = OrderedDict()
+"""Runs whose end this process logged lately: DBOS's own record of an interrupted run's
+cancellation (which can come after, when the run ended first) then adds nothing."""
+
+
 def run_ended(outcome: RunOutcome) -> None:
     """A run ended: one line, INFO unless it failed (WARNING, with the error)."""
     sid, seq, status = outcome.session_id, outcome.run_seq, outcome.status
+    _ENDED[(sid, seq)] = None
+    while len(_ENDED) > 1000:
+        _ENDED.popitem(last=False)
     failed = status == "failed"
     log.log(
         logging.WARNING if failed else logging.INFO,
@@ -138,6 +147,13 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, default=str)
 
 
+_NOT_OWNED = (
+    "is no longer owned by this execution. Waiting for the owner's recorded outcome",
+    "the workflow is no longer owned by this execution. Waiting for the recorded outcome",
+)
+"""DBOS's two wordings of "an interrupt took the workflow from this execution"."""
+
+
 class DbosNoise(logging.Filter):
     """DBOS's records of what an interrupt does, told as what they are.
 
@@ -154,6 +170,8 @@ class DbosNoise(logging.Filter):
                 getattr(exc, "workflow_id", None) or getattr(record, "operationUUID", "")
             )
             sid, _, seq = workflow.partition("::run::")
+            if (sid, int(seq or 1)) in _ENDED:  # its end is told already
+                return False
             record.msg, record.args, record.exc_info, record.exc_text = (
                 f"session {sid} run {seq or 1} interrupted (its workflow was cancelled)",
                 (),
@@ -163,9 +181,7 @@ class DbosNoise(logging.Filter):
             record.levelno, record.levelname = logging.INFO, "INFO"
             record.event, record.session_id, record.run_seq = "run_cancelled", sid, int(seq or 1)
             return True
-        if record.getMessage().endswith(
-            "is no longer owned by this execution. Waiting for the owner's recorded outcome"
-        ):
+        if record.getMessage().endswith(_NOT_OWNED):
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
             return logging.getLogger("dbos_agents").isEnabledFor(logging.DEBUG)
         return True
