@@ -53,7 +53,7 @@ from ..records import (
     UnknownReason,
 )
 from ..store import pending as pending_rows
-from ..store import runs, sessions
+from ..store import queries, sessions
 from .scope import Scope
 
 log = logging.getLogger("dbos_agents")
@@ -250,34 +250,22 @@ def interrupt(
                 raise SessionNotFoundError(session_id)
             if scope is not None:
                 scope.check(session_id, owner.user_id, owner.tenant_id)
-            root = str(owner.root_session_id)
-            busy = sessions.interrupt_tree(conn, root)
-            runs.record_interrupted(conn, [(b.id, b.run_seq) for b in busy])
-            waits = pending_rows.cancel_tree(conn, root)
-            for w in waits:
-                client.send_in_transaction(
-                    conn,
-                    w.owner_workflow_id,
-                    encode(InterruptDelivery()),
-                    topic=w.tool_call_id,
-                    idempotency_key=f"interrupt::{w.tool_call_id}",
-                )
-            cancel = _dbos.cancel_in_transaction(conn, client, [b.workflow_id for b in busy])
+            done = queries.interrupt_tree(conn, client, str(owner.root_session_id))
     except (SessionNotFoundError, AccessDeniedError):
         raise
     except Exception as exc:
         raise InterruptFailedError(session_id, str(exc)) from exc
     try:  # stock DBOS only: the cancel follows the commit; the runs are fenced already
-        cancel()
+        done.cancel()
     except Exception as exc:
         log.warning("workflow cancel after an interrupt failed", extra={"error": str(exc)})
-    for w in waits:
+    for w in done.waits:
         log.info(
             "client_tool.aborted",
             extra={"event": "client_tool.aborted", "tool_call_id": w.tool_call_id},
         )
     return InterruptOutcome(
         session_id=session_id,
-        interrupted_sessions=[b.id for b in busy],
-        cancelled_calls=[w.tool_call_id for w in waits],
+        interrupted_sessions=[b.id for b in done.busy],
+        cancelled_calls=[w.tool_call_id for w in done.waits],
     )

@@ -8,6 +8,8 @@ error knows nothing was started, and a caller that sees success knows the run is
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOSClient
@@ -40,23 +42,42 @@ class _CancelledOutside(Exception):
         self.root_session_id = root_session_id
 
 
+@dataclass(frozen=True)
+class TreeInterrupt:
+    """What ``interrupt_tree`` did: the sessions it interrupted (``id``, ``workflow_id``,
+    ``run_seq``), the waits it cancelled (``owner_workflow_id``, ``tool_call_id``), and the
+    workflows' cancel to call once the transaction has committed (stock DBOS)."""
+
+    busy: list[sa.Row[Any]]
+    waits: list[sa.Row[Any]]
+    cancel: Callable[[], None]
+
+
+def interrupt_tree(conn: sa.Connection, client: DBOSClient, root_session_id: str) -> TreeInterrupt:
+    """An interrupt of the tree, in the caller's transaction: busy sessions ``interrupted``
+    (their runs too), open waits cancelled and their workflows told, the tree's workflows
+    cancelled (``AgentClient.interrupt`` and an operator's ``dbos workflow cancel``)."""
+    busy = sessions.interrupt_tree(conn, root_session_id)
+    runs.record_interrupted(conn, [(b.id, b.run_seq) for b in busy])
+    waits = pending_rows.cancel_tree(conn, root_session_id)
+    for w in waits:
+        client.send_in_transaction(
+            conn,
+            w.owner_workflow_id,
+            encode(InterruptDelivery()),
+            topic=w.tool_call_id,
+            idempotency_key=f"interrupt::{w.tool_call_id}",
+        )
+    cancel = _dbos.cancel_in_transaction(conn, client, [b.workflow_id for b in busy])
+    return TreeInterrupt(busy, waits, cancel)
+
+
 def interrupt_cancelled(engine: sa.Engine, client: DBOSClient, root_session_id: str) -> None:
-    """Record what an operator's ``dbos workflow cancel`` did as an interrupt of the tree:
-    busy sessions ``interrupted`` (their runs too), open waits cancelled and told, the
-    tree's other workflows cancelled (``client.submit.interrupt``'s transaction)."""
+    """Record what an operator's ``dbos workflow cancel`` did as an interrupt of the tree
+    (``interrupt_tree``)."""
     with engine.begin() as conn:
-        busy = sessions.interrupt_tree(conn, root_session_id)
-        runs.record_interrupted(conn, [(b.id, b.run_seq) for b in busy])
-        for w in pending_rows.cancel_tree(conn, root_session_id):
-            client.send_in_transaction(
-                conn,
-                w.owner_workflow_id,
-                encode(InterruptDelivery()),
-                topic=w.tool_call_id,
-                idempotency_key=f"interrupt::{w.tool_call_id}",
-            )
-        cancel = _dbos.cancel_in_transaction(conn, client, [b.workflow_id for b in busy])
-    cancel()
+        done = interrupt_tree(conn, client, root_session_id)
+    done.cancel()
 
 
 def history(engine: sa.Engine, session_id: str) -> list[HistoryEntry]:
