@@ -71,6 +71,11 @@ ERROR_RESPONSES: dict[int, dict[str, Any]] = {
 }
 
 
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """A route's documented error answers (FastAPI's ``responses=``)."""
+    return {c: ERROR_RESPONSES[c] for c in codes}
+
+
 def error_json(
     status: int,
     code: str,

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..records import HistoryEntry
-from .errors import ERROR_RESPONSES
+from .errors import error_responses
 from .routes import ctx_of
 from .schemas import SessionToken
 
@@ -33,15 +33,11 @@ class HistoryView(BaseModel):
     history: list[HistoryEntry]
 
 
-def _responses(*codes: int) -> dict[int | str, dict[str, object]]:
-    return {c: ERROR_RESPONSES[c] for c in codes}
-
-
 @router.post(
     "/sessions/{session_id}/fork",
     status_code=status.HTTP_201_CREATED,
     response_model=SessionToken,
-    responses=_responses(400, 401, 403, 404, 411, 413),
+    responses=error_responses(400, 401, 403, 404, 411, 413),
     tags=["sessions"],
 )
 async def fork_session(request: Request, session_id: str, body: ForkSession) -> SessionToken:
@@ -58,7 +54,7 @@ async def fork_session(request: Request, session_id: str, body: ForkSession) -> 
 @router.get(
     "/sessions/{session_id}/history",
     response_model=HistoryView,
-    responses=_responses(400, 401, 403, 404),
+    responses=error_responses(400, 401, 403, 404),
     tags=["sessions"],
 )
 async def get_history(

@@ -16,7 +16,7 @@ from ..outcome import SessionStatus
 from ..records import SubmitOutcome
 from .auth import Access, Operation, TokenError, unauthorized
 from .context import ServerContext
-from .errors import ERROR_RESPONSES, unknown_tool_call
+from .errors import error_responses, unknown_tool_call
 from .events import SEP, stream_events
 from .follow import Limits
 from .schemas import (
@@ -50,10 +50,6 @@ async def _authorize(
     return ctx, await ctx.authorize(request, operation, session_id)
 
 
-def _responses(*codes: int) -> dict[int | str, dict[str, object]]:
-    return {c: ERROR_RESPONSES[c] for c in codes}
-
-
 _SESSION_ERRORS = (400, 401, 403, 404, 411, 413)
 
 
@@ -61,7 +57,7 @@ _SESSION_ERRORS = (400, 401, 403, 404, 411, 413)
     "/sessions",
     status_code=status.HTTP_201_CREATED,
     response_model=SessionToken,
-    responses=_responses(400, 401, 403, 404, 411, 413),
+    responses=error_responses(400, 401, 403, 404, 411, 413),
     tags=["sessions"],
 )
 async def create_session(request: Request, body: CreateSession) -> SessionToken:
@@ -91,7 +87,7 @@ async def create_session(request: Request, body: CreateSession) -> SessionToken:
 @router.get(
     "/sessions",
     response_model=SessionList,
-    responses=_responses(400, 401, 403),
+    responses=error_responses(400, 401, 403),
     tags=["sessions"],
 )
 async def list_sessions(
@@ -120,7 +116,7 @@ async def list_sessions(
     "/sessions/{session_id}/messages",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=MessageAccepted,
-    responses=_responses(*_SESSION_ERRORS, 409),
+    responses=error_responses(*_SESSION_ERRORS, 409),
     tags=["sessions"],
 )
 async def send_message(request: Request, session_id: str, body: SendMessage) -> MessageAccepted:
@@ -133,7 +129,7 @@ async def send_message(request: Request, session_id: str, body: SendMessage) -> 
 @router.get(
     "/sessions/{session_id}",
     response_model=SessionView,
-    responses=_responses(401, 403, 404),
+    responses=error_responses(401, 403, 404),
     tags=["sessions"],
 )
 async def get_session(request: Request, session_id: str) -> SessionView:
@@ -148,7 +144,7 @@ async def get_session(request: Request, session_id: str) -> SessionView:
 @router.get(
     "/sessions/{session_id}/pending",
     response_model=PendingList,
-    responses=_responses(401, 403),
+    responses=error_responses(401, 403),
     tags=["submit"],
 )
 async def get_pending(request: Request, session_id: str) -> PendingList:
@@ -161,7 +157,7 @@ async def get_pending(request: Request, session_id: str) -> PendingList:
 @router.post(
     "/sessions/{session_id}/submit-tool-result",
     response_model=SubmitAccepted,
-    responses=_responses(400, 401, 403, 404, 411, 413),
+    responses=error_responses(400, 401, 403, 404, 411, 413),
     tags=["submit"],
 )
 async def submit_tool_result(
@@ -200,7 +196,7 @@ async def submit_tool_result(
 @router.post(
     "/sessions/{session_id}/interrupt",
     response_model=InterruptResult,
-    responses=_responses(*_SESSION_ERRORS),
+    responses=error_responses(*_SESSION_ERRORS),
     tags=["sessions"],
 )
 async def interrupt(request: Request, session_id: str) -> InterruptResult:
@@ -213,7 +209,7 @@ async def interrupt(request: Request, session_id: str) -> InterruptResult:
 @router.post(
     "/sessions/{session_id}/token",
     response_model=SessionToken,
-    responses=_responses(*_SESSION_ERRORS),
+    responses=error_responses(*_SESSION_ERRORS),
     tags=["sessions"],
 )
 async def refresh_token(request: Request, session_id: str) -> SessionToken:
@@ -238,7 +234,7 @@ async def refresh_token(request: Request, session_id: str) -> SessionToken:
 @router.post(
     "/sessions/{session_id}/revoke-tokens",
     response_model=TokensRevoked,
-    responses=_responses(*_SESSION_ERRORS),
+    responses=error_responses(*_SESSION_ERRORS),
     tags=["sessions"],
 )
 async def revoke_tokens(request: Request, session_id: str) -> TokensRevoked:
@@ -254,7 +250,7 @@ async def revoke_tokens(request: Request, session_id: str) -> TokensRevoked:
     response_class=EventSourceResponse,
     responses={
         200: {"content": {"text/event-stream": {}}, "description": "Server-sent events."},
-        **_responses(400, 401, 403, 404),
+        **error_responses(400, 401, 403, 404),
     },
     tags=["sessions"],
 )

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 
 from ..messages import JSONValue
-from .errors import ERROR_RESPONSES
+from .errors import error_responses
 from .routes import ctx_of
 
 router = APIRouter()
@@ -35,7 +35,7 @@ class StateView(BaseModel):
 @router.get(
     "/sessions/{session_id}/state",
     response_model=StateView,
-    responses={c: ERROR_RESPONSES[c] for c in (400, 401, 403, 404)},
+    responses=error_responses(400, 401, 403, 404),
     tags=["sessions"],
 )
 async def get_state(

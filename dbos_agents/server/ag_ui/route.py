@@ -23,7 +23,7 @@ from ...records import HistoryEntry, SubmitOutcome
 from ..auth import Access
 from ..chats import Chat, ctx_of, open_chat, require_existing, say
 from ..context import ServerContext
-from ..errors import ERROR_RESPONSES
+from ..errors import error_responses
 from ..events import SEP
 from ..follow import Limits
 from .mapping import Mapper
@@ -55,7 +55,7 @@ _BODY: dict[str, Any] = {
     response_class=EventSourceResponse,
     responses={
         200: {"content": {"text/event-stream": {}}, "description": "AG-UI events (SSE)."},
-        **{c: ERROR_RESPONSES[c] for c in (400, 401, 403, 404, 409, 411, 413)},
+        **error_responses(400, 401, 403, 404, 409, 411, 413),
     },
     openapi_extra=_BODY,
 )

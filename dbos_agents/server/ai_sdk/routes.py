@@ -13,7 +13,7 @@ from ...events import Cursor
 from ...store.sessions import BUSY
 from ..chats import Chat, ctx_of, open_chat, require_existing, say
 from ..context import ServerContext
-from ..errors import ERROR_RESPONSES
+from ..errors import error_responses
 from ..follow import Limits
 from .answers import Answer, Say, approver, deliver, plan
 from .mapping import RunParts, message_id
@@ -29,7 +29,7 @@ _STREAM: dict[int | str, dict[str, object]] = {
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, object]]:
-    return {**_STREAM, **{c: ERROR_RESPONSES[c] for c in codes}}
+    return {**_STREAM, **error_responses(*codes)}
 
 
 @router.post(
