@@ -12,8 +12,9 @@ from pydantic import BaseModel
 from .client_tools import DEFAULT_TIMEOUT, ClientTool
 from .errors import DefinitionError
 from .messages import JSONValue
+from .names import check_name
 from .state import MigrateState, StateSchema, check_model
-from .tools import Tool, check_name
+from .tools import Tool
 
 Instructions = str | Callable[[Any], str]
 """The system prompt, or a function of the session's state (``Agent(state=...)``) that

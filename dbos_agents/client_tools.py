@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from .errors import DefinitionError
 from .messages import JSONValue
-from .tools import check_name
+from .names import check_name
 
 DEFAULT_TIMEOUT = timedelta(minutes=5)
 """The last link of the timeout chain: per tool, then per agent, then this."""

@@ -15,6 +15,12 @@
     ├── RuntimeNotLaunchedError    a worker-side call before AgentRuntime.launch()
     ├── InterruptFailedError       an interrupt could not be applied; nothing was changed
     ├── StateValidationError       a session's state does not validate (names session and field)
+    ├── DurableToolError           raised inside a durable tool's body (``@tool(durable=True)``)
+    │   ├── StepOutcomeUnknownError    a side-effecting inner step may have run before a crash
+    │   ├── StepFailedError            an inner step raised (now, or when it first ran)
+    │   ├── AskTimeoutError            nobody answered ``ctx.ask`` before its deadline
+    │   ├── NotJSONError               a checkpoint or an inner step's output is not JSON
+    │   └── NondeterministicToolError  a re-executed body started other steps than before
     ├── InvalidRequestError        a submit that cannot apply (wrong kind, malformed body)
     │   ├── InvalidResultError     the result fails the client tool's output schema
     │   └── NotRootSessionError    submits go to the root session; names the root
@@ -185,6 +191,102 @@ class StateValidationError(DbosAgentsError, ValueError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.session_id, self.field, self.detail))
+
+
+class DurableToolError(DbosAgentsError):
+    """Raised inside a durable tool's body. One that escapes the body becomes the call's
+    tool error, which the model reads (an unknown outcome: a durability error)."""
+
+    code = "DURABLE_TOOL_ERROR"
+
+
+class StepOutcomeUnknownError(DurableToolError):
+    """A side-effecting inner step was started by an earlier execution that did not record
+    its outcome (a crash mid-step): it is not run again. Settle it (look the effect up,
+    with ``idempotency_key``) or let it propagate."""
+
+    code = "STEP_OUTCOME_UNKNOWN"
+
+    def __init__(self, step: str, seq: int, idempotency_key: str) -> None:
+        self.step = step
+        self.seq = seq
+        self.idempotency_key = idempotency_key
+        super().__init__(
+            f"inner step {step!r} (#{seq}) may have run before a crash and is not run again:"
+            f" its outcome is unknown (idempotency key {idempotency_key})"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.step, self.seq, self.idempotency_key))
+
+
+class StepFailedError(DurableToolError):
+    """An inner step raised. Recorded like an output: a re-executed body gets the same
+    error (``error_type`` is the original exception's class name; the original is the
+    ``__cause__`` when it was raised in this execution)."""
+
+    code = "STEP_FAILED"
+
+    def __init__(self, step: str, error_type: str, detail: str) -> None:
+        self.step = step
+        self.error_type = error_type
+        self.detail = detail
+        super().__init__(f"inner step {step!r} failed: {error_type}: {detail}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.step, self.error_type, self.detail))
+
+
+class AskTimeoutError(DurableToolError, TimeoutError):
+    """``ctx.ask`` got no answer before its deadline (the wait is closed)."""
+
+    code = "ASK_TIMEOUT"
+
+    def __init__(self, tool: str, ask_id: str, timeout_sec: float) -> None:
+        self.tool = tool
+        self.ask_id = ask_id
+        self.timeout_sec = timeout_sec
+        super().__init__(
+            f"no answer to {tool!r} (wait {ask_id}) arrived within {timeout_sec} seconds"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.tool, self.ask_id, self.timeout_sec))
+
+
+class NotJSONError(DurableToolError, TypeError):
+    """A value a durable tool records (a checkpoint, an inner step's output) is not JSON;
+    ``path`` names the first offending place (``$`` is the value itself)."""
+
+    code = "NOT_JSON"
+
+    def __init__(self, what: str, path: str, detail: str) -> None:
+        self.what = what
+        self.path = path
+        self.detail = detail
+        super().__init__(f"{what} is not JSON at {path}: {detail}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.what, self.path, self.detail))
+
+
+class NondeterministicToolError(DurableToolError):
+    """A re-executed durable tool body started a different inner step at a position an
+    earlier execution recorded: the body must start its steps in the same order."""
+
+    code = "NONDETERMINISTIC_TOOL"
+
+    def __init__(self, seq: int, recorded: str, started: str) -> None:
+        self.seq = seq
+        self.recorded = recorded
+        self.started = started
+        super().__init__(
+            f"inner step #{seq} was {recorded!r} when first run, now {started!r}: a durable"
+            " tool must start the same steps in the same order on every execution"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.seq, self.recorded, self.started))
 
 
 class ModelError(DbosAgentsError):

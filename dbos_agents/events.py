@@ -1,5 +1,6 @@
 """What a session's live stream carries (``AgentClient.stream``, ``GET /sessions/{id}/events``,
-``dbos-agents follow``): one ordered log of model pieces and committed messages.
+``dbos-agents follow``): one ordered log of model pieces, tools' progress notes and
+committed messages.
 
 A reader holds a ``Cursor``: the last message and the last delta it saw. The log is the
 session's messages (``seq``) with its deltas merged in between them, so resuming from any
@@ -26,6 +27,7 @@ __all__ = [
     "DeltaEvent",
     "MessageEvent",
     "PendingEvent",
+    "ProgressEvent",
     "RetractEvent",
     "SessionEvent",
     "StateEvent",
@@ -96,6 +98,24 @@ class RetractEvent(BaseModel):
     cursor: str
 
 
+class ProgressEvent(BaseModel):
+    """A note a running tool reported (``ctx.progress``): note ``part`` (1, 2, ...) of
+    tool call ``tool_call_id``, made in turn ``turn`` of run ``run``. It comes after the
+    message that made the call and before its result; ``fraction`` is how much is done
+    (0..1), if the tool said. A re-executed tool reporting a note again is not shown
+    twice."""
+
+    event: ClassVar[str] = "progress"
+    run: int
+    turn: int
+    tool_call_id: str
+    tool: str
+    part: int
+    note: str
+    fraction: float | None = None
+    cursor: str
+
+
 class MessageEvent(HistoryEntry):
     """A committed transcript message."""
 
@@ -130,7 +150,15 @@ class StateEvent(BaseModel):
     state: JSONValue
 
 
-SessionEvent = DeltaEvent | RetractEvent | MessageEvent | PendingEvent | StateEvent | StatusEvent
+SessionEvent = (
+    DeltaEvent
+    | RetractEvent
+    | ProgressEvent
+    | MessageEvent
+    | PendingEvent
+    | StateEvent
+    | StatusEvent
+)
 """One item of a session's stream; ``StatusEvent`` (a run's end, or with ``follow=False``
 the status at the end of what exists), ``PendingEvent`` and ``StateEvent`` carry no
 cursor."""

@@ -27,3 +27,12 @@ def idempotency_key(session_id: str, tool_call_id: str) -> str:
     """Stable per (session, tool call); short and opaque enough for any provider's limits."""
     digest = hashlib.sha256(f"{session_id}\x00{tool_call_id}".encode()).hexdigest()
     return f"dbosag_{digest[:40]}"
+
+
+DURABLE_WORKFLOW_NAME = "dbos_agents.durable_tool.v1"
+"""The registered name of a durable tool's workflow (``@tool(durable=True)``)."""
+
+
+def durable_workflow_id(parent_workflow_id: str, tool_call_id: str) -> str:
+    """A durable call's workflow: a child of the session workflow that made the call."""
+    return f"{parent_workflow_id}::tool::{tool_call_id}"

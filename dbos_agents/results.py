@@ -24,6 +24,7 @@ ToolErrorKind = Literal[
     "approval-denied",
     "subagent-failed",
     "interrupted",
+    "tool-timeout",
 ]
 
 

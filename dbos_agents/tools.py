@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import re
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, overload
 
@@ -22,85 +21,14 @@ from typing_extensions import ParamSpec, TypeVar
 
 from .errors import DefinitionError
 from .messages import JSONValue
-from .state import StateChanges
-
-NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
-RESERVED_PREFIXES = ("subagent__", "client__")
+from .names import check_name
+from .tool_context import ToolContext
 
 F = TypeVar("F", bound=Callable[..., object])
 P = ParamSpec("P", default=...)
 R = TypeVar("R", covariant=True, default=object)
 """A tool keeps its function's signature (``Tool[[str], Awaitable[Order]]``), so calling the
 tool directly in a unit test is typed; a bare ``Tool`` accepts any tool."""
-
-
-@dataclass
-class ToolContext:
-    """What a tool handler knows about the call it serves.
-
-    ``idempotency_key`` is stable for (session, tool call) across crashes and replays:
-    forward it to payment, email and other providers so a retried request is deduplicated.
-
-    ``state`` is the session's typed state (``Agent(state=Model)``; None without one) as of
-    the call's dispatch plus this call's own changes. Change it with ``ctx.state = new``
-    or ``await ctx.update_state(fn)``: the change commits with the call's result, or not at
-    all (see ``dbos_agents.state``). Changing the model in place is not recorded.
-    """
-
-    session_id: str
-    root_session_id: str
-    tool_call_id: str
-    tool_name: str
-    idempotency_key: str
-    user_id: str | None = None
-    tenant_id: str | None = None
-    attempt: int = 1
-    """1 on the first dispatch; higher only when ``verify`` said an earlier attempt did nothing."""
-    changes: StateChanges | None = field(default=None, repr=False, compare=False)
-    """The runtime's record of this call's state changes (None: the agent has no state)."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        # Every field is fixed once built; only ``state`` may be assigned (a change).
-        if name != "state" and name in self.__dict__:
-            raise AttributeError(f"ToolContext.{name} cannot be changed")
-        super().__setattr__(name, value)
-
-    @property
-    def state(self) -> Any:
-        """The session's state (the agent's state model), or None for an agent without."""
-        return None if self.changes is None else self.changes.current
-
-    @state.setter
-    def state(self, value: object) -> None:
-        """A full replacement, validated now (``StateValidationError``: a tool error)."""
-        self._changes("ctx.state = ...").replace(value)
-
-    async def update_state(self, fn: Callable[[Any], Any]) -> Any:
-        """Change the state with ``fn(old) -> new``; returns the new state. ``fn`` runs
-        now on this call's view, and again at the commit on the latest committed state
-        under the session's lock, so side-by-side tools do not lose each other's updates:
-        keep it a pure function of its argument."""
-        return self._changes("update_state").update(fn)
-
-    def _changes(self, what: str) -> StateChanges:
-        if self.changes is None:
-            raise TypeError(f"{what}: agent has no state (declare Agent(..., state=Model))")
-        return self.changes
-
-
-def check_name(kind: str, name: str) -> list[str]:
-    """Problems with a tool or agent name (empty when it is fine)."""
-    problems = []
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        problems.append(
-            f"{kind} name {name!r} must match {NAME_PATTERN.pattern} "
-            "(a letter, then up to 63 letters, digits, '_' or '-')"
-        )
-    elif name.startswith(RESERVED_PREFIXES):
-        problems.append(
-            f"{kind} name {name!r} uses a reserved prefix ({', '.join(RESERVED_PREFIXES)})"
-        )
-    return problems
 
 
 def _describe(fn: Callable[..., Any]) -> str:
@@ -175,6 +103,8 @@ class Tool(Generic[P, R]):
         safe_to_retry: bool = False,
         requires_approval: bool = False,
         approval_timeout: timedelta | None = None,
+        durable: bool = False,
+        timeout: timedelta | None = None,
     ) -> None:
         self.name: str = name if name is not None else str(getattr(fn, "__name__", ""))
         problems = check_name("tool", self.name)
@@ -191,6 +121,7 @@ class Tool(Generic[P, R]):
             problems.append(
                 f"approval_timeout must be a positive timedelta, got {approval_timeout!r}"
             )
+        problems += _durable_problems(fn, durable, timeout, safe_to_retry, requires_approval)
         if problems:
             raise DefinitionError(f"tool {self.name!r}", problems)
         self.fn = fn
@@ -200,9 +131,13 @@ class Tool(Generic[P, R]):
         self.approval_timeout = approval_timeout
         self._sig = sig
         self.verify_fn: Callable[..., object] | None = None
+        self.durable = durable
+        self.timeout = timeout
+        self.recovered_fn: Callable[..., object] | None = None
 
     def __repr__(self) -> str:
-        return f"Tool({self.name!r}, safe_to_retry={self.safe_to_retry})"
+        extra = ", durable=True" if self.durable else ""
+        return f"Tool({self.name!r}, safe_to_retry={self.safe_to_retry}{extra})"
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the undecorated function, so tools stay unit-testable."""
@@ -226,16 +161,37 @@ class Tool(Generic[P, R]):
         problems: list[str] = []
         if self.safe_to_retry:
             problems.append("a safe_to_retry tool is re-run on recovery and needs no verify")
-        vsig = _parse_signature(fn, self.name, problems)
-        if vsig.param_names != self._sig.param_names:
+        if self.durable:
             problems.append(
-                f"verify parameters {list(vsig.param_names)} differ from the tool's "
+                "a durable tool settles its inner steps itself (StepOutcomeUnknownError);"
+                " use @tool.on_recovered for what a recovered run does"
+            )
+        self._check_hook(fn, "verify", problems)
+        self.verify_fn = fn
+        return fn
+
+    def on_recovered(self, fn: F) -> F:
+        """Register what a durable tool does when its body is executed again after a crash
+        or a deploy, before the body runs: the hook takes the tool's parameters (and
+        ``ctx``, whose ``snapshot`` holds the last checkpoint) and returns the tool's result
+        to finish with it, or ``None`` to run the body again (completed inner steps return
+        their recorded outputs)."""
+        problems: list[str] = []
+        if not self.durable:
+            problems.append("on_recovered is for durable tools (@tool(durable=True))")
+        self._check_hook(fn, "on_recovered", problems)
+        self.recovered_fn = fn
+        return fn
+
+    def _check_hook(self, fn: Callable[..., Any], what: str, problems: list[str]) -> None:
+        hsig = _parse_signature(fn, self.name, problems)
+        if hsig.param_names != self._sig.param_names:
+            problems.append(
+                f"{what} parameters {list(hsig.param_names)} differ from the tool's "
                 f"{list(self._sig.param_names)}"
             )
         if problems:
-            raise DefinitionError(f"verify hook of tool {self.name!r}", problems)
-        self.verify_fn = fn
-        return fn
+            raise DefinitionError(f"{what} hook of tool {self.name!r}", problems)
 
     def validate_arguments(self, arguments: dict[str, JSONValue]) -> BaseModel:
         """Validate model-supplied arguments; raises ``pydantic.ValidationError``."""
@@ -248,8 +204,18 @@ class Tool(Generic[P, R]):
     async def run_verify(self, ctx: ToolContext, args: BaseModel) -> tuple[bool, JSONValue]:
         """Run the verify hook: ``(True, output)`` if the effect happened, ``(False, None)``."""
         assert self.verify_fn is not None
-        vsig_ctx = _takes_ctx(self.verify_fn)
-        value = await _call(self.verify_fn, vsig_ctx, ctx, args)
+        return await self._run_hook(self.verify_fn, ctx, args)
+
+    async def run_recovered(self, ctx: ToolContext, args: BaseModel) -> tuple[bool, JSONValue]:
+        """Run the on_recovered hook: ``(True, output)`` to finish with it, ``(False, None)``
+        to run the body again."""
+        assert self.recovered_fn is not None
+        return await self._run_hook(self.recovered_fn, ctx, args)
+
+    async def _run_hook(
+        self, fn: Callable[..., object], ctx: ToolContext, args: BaseModel
+    ) -> tuple[bool, JSONValue]:
+        value = await _call(fn, _takes_ctx(fn), ctx, args)
         return (False, None) if value is None else (True, self._dump(value))
 
     def _dump(self, value: Any) -> JSONValue:
@@ -258,6 +224,33 @@ class Tool(Generic[P, R]):
         out = self._sig.output or TypeAdapter(Any)
         dumped: JSONValue = out.dump_python(out.validate_python(value), mode="json")
         return dumped
+
+
+def _durable_problems(
+    fn: Callable[..., Any],
+    durable: bool,
+    timeout: timedelta | None,
+    safe_to_retry: bool,
+    requires_approval: bool,
+) -> list[str]:
+    """What a durable tool (or a ``timeout``) must not combine with."""
+    problems = []
+    if timeout is not None and not durable:
+        problems.append("timeout is for durable tools (@tool(durable=True, timeout=...))")
+    if timeout is not None and (not isinstance(timeout, timedelta) or timeout <= timedelta(0)):
+        problems.append(f"timeout must be a positive timedelta, got {timeout!r}")
+    if not durable:
+        return problems
+    if not inspect.iscoroutinefunction(fn):
+        problems.append("a durable tool must be an async function (its steps are awaited)")
+    if safe_to_retry:
+        problems.append(
+            "a durable tool is re-run from its recorded steps; mark its inner"
+            " steps safe_to_retry instead"
+        )
+    if requires_approval:
+        problems.append("a durable tool asks for approval inside (await ctx.ask(APPROVAL, ...))")
+    return problems
 
 
 def _takes_ctx(fn: Callable[..., Any]) -> bool:
@@ -291,6 +284,8 @@ def tool(
     safe_to_retry: bool = False,
     requires_approval: bool = False,
     approval_timeout: timedelta | None = None,
+    durable: bool = False,
+    timeout: timedelta | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -303,11 +298,17 @@ def tool(
     safe_to_retry: bool = False,
     requires_approval: bool = False,
     approval_timeout: timedelta | None = None,
+    durable: bool = False,
+    timeout: timedelta | None = None,
 ) -> Tool[..., object] | Callable[[Callable[..., object]], Tool[..., object]]:
     """Declare a server tool. Side-effecting (at most once per call) unless ``safe_to_retry``.
 
     With ``requires_approval=True`` each call waits durably for ``AgentClient.submit_approval``
-    (up to ``approval_timeout``, else the agent's ``tool_timeout``, else 5 minutes)."""
+    (up to ``approval_timeout``, else the agent's ``tool_timeout``, else 5 minutes).
+
+    With ``durable=True`` the body runs as a child workflow of the session: it survives
+    crashes and deploys, its ``ctx.step`` calls are recorded one by one, and ``timeout``
+    (fixed when it starts) ends it with a ``tool-timeout`` result (``dbos_agents.tool_context``)."""
 
     def decorate(f: Callable[..., object]) -> Tool[..., object]:
         return Tool(
@@ -317,6 +318,8 @@ def tool(
             safe_to_retry=safe_to_retry,
             requires_approval=requires_approval,
             approval_timeout=approval_timeout,
+            durable=durable,
+            timeout=timeout,
         )
 
     return decorate if fn is None else decorate(fn)

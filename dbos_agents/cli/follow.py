@@ -2,7 +2,8 @@
 
 The log is ``AgentClient.stream``'s (``read_events`` driven by ``Progress``, read here
 directly so the spinner can show the status between reads): a reply's text is printed as
-the model writes it, and its message, when it comes, adds only its tool calls. Waits on a
+the model writes it, and its message, when it comes, adds only its tool calls; a running
+tool's progress notes print one a line, under the call. Waits on a
 client tool or approval come as ``pending`` events, right after the message that opened
 them, with the command that answers them; those of its sub-agents (whose messages are
 another session's) are looked up in the tree's pending calls, at most once a second.
@@ -23,6 +24,7 @@ from ..events import (
     DeltaEvent,
     MessageEvent,
     PendingEvent,
+    ProgressEvent,
     RetractEvent,
     SessionEvent,
     StateEvent,
@@ -89,6 +91,9 @@ class Printer:
                 out.print(render.message(e, full=self.full))
             elif e.tool_calls:
                 out.print(render.tool_calls(e, full=self.full))
+        elif isinstance(e, ProgressEvent):
+            self.close()
+            out.print(render.progress(e, full=self.full))
         elif isinstance(e, PendingEvent):
             self.close()
             render.print_wait(out, e, database_url=self.database_url, full=self.full)

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..events import PendingEvent
+from ..events import PendingEvent, ProgressEvent
 from ..outcome import SessionInfo
 from ..records import HistoryEntry, PendingCall, ToolCallRecord
 from . import expected
@@ -75,6 +75,16 @@ def tool_calls(m: HistoryEntry, *, full: bool = False) -> Text:
         line.append(c.name, style="bold")
         line.append(f"({_clip(c.arguments, full)}) ")
         line.append(f"[{c.id}]", style="dim")
+    return line
+
+
+def progress(e: ProgressEvent, *, full: bool = False) -> Text:
+    """A running tool's note: ``  .. tool [call] 40% note``."""
+    line = Text(f"  .. {e.tool} ", style=ROLE_STYLE["tool"])
+    line.append(f"[{e.tool_call_id}] ", style="dim")
+    if e.fraction is not None:
+        line.append(f"{e.fraction:.0%} ", style="bold")
+    line.append(_clip(e.note, full))
     return line
 
 

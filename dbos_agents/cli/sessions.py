@@ -187,7 +187,8 @@ def follow_command(
     run ends (or Ctrl-C).
 
     Exit 0 if the run completed, 13 if it ended otherwise, 130 on Ctrl-C. With --json:
-    JSON lines, each {"event": "delta" | "retract" | "message" | "pending" | "status", ...}.
+    JSON lines, each {"event": "delta" | "retract" | "progress" | "message" | "pending" |
+    "status", ...}.
     """
     with open_client(database_url) as client:
         exit_for(

@@ -18,6 +18,7 @@ from ..errors import RuntimeNotLaunchedError, UnknownAgentError
 from ..models.base import Model
 from ..outcome import RunSpec
 from ..settings import Settings
+from ..store.listen import Listener
 from .ledger import Ledger
 
 
@@ -49,6 +50,13 @@ class InMemory:
         return await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
 
 
+class RunEnds:
+    """Where a workflow hears that a run ended (an interrupt): the worker's LISTEN on run
+    ends, set once it listens (None before, and in a process without one)."""
+
+    listener: Listener | None = None
+
+
 @dataclass(frozen=True)
 class LoopContext:
     agents: dict[str, Agent]
@@ -56,6 +64,7 @@ class LoopContext:
     settings: Settings
     ledger: Ledger
     receiver: Receiver = field(default_factory=InMemory)
+    run_ends: RunEnds = field(default_factory=RunEnds)
 
     def agent(self, name: str) -> Agent:
         try:

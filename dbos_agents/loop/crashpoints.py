@@ -24,6 +24,9 @@ CrashPoint = Literal[
     "after_dispatch_mark",  # ledger 'dispatched' committed, before the handler runs
     "after_handler",  # handler returned, before its result row commits
     "after_tool_result",  # result row committed, before the tool step's checkpoint
+    "inner_step_marked",  # a durable tool's inner step marked 'dispatched', fn not yet run
+    "inner_step_ran",  # the inner step's function returned, its outcome not yet recorded
+    "inner_step_recorded",  # the inner step's outcome committed, not yet returned
     "after_tool_steps",  # every call of the turn done, before the next model turn
     "after_run_end",  # the run's end committed, its outcome not yet published
 ]

@@ -248,7 +248,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[CallR
         if not calls:
             output = response.text
             break
-        turn = Turn(spec, agent, record.deadlines, session_workflow)
+        turn = Turn(spec, agent, record.deadlines, session_workflow, turn_no)
         turn_plan = turned.plan or plan(agent, calls)
         del turned, record, response
         try:

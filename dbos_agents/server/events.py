@@ -8,6 +8,9 @@ writes them and committed messages, merged. Each event that moves the resume poi
   arguments}`` for a piece of a tool call;
 - ``event: retract``, data ``{run, turn, attempt, tool_index, tool_call_id}``: withdraw
   that tool call's pieces, or (``tool_index`` null) all of the turn's shown so far;
+- ``event: progress``, data ``{run, turn, tool_call_id, tool, part, note, fraction}``: a
+  note a running tool reported (``ctx.progress``; ``fraction`` 0..1 or null), after the
+  message that made the call;
 - ``event: message``, data ``{seq, run_seq, role, content, tool_calls, tool_call_id, name,
   created_at}``: a committed message (an assistant message's text is its turn's deltas).
 

@@ -41,7 +41,7 @@ from .schema import SCHEMA as S
 from .unavailable import is_unavailable
 
 log = logging.getLogger("dbos_agents")
-CallKind = Literal["server", "client", "approval", "subagent"]
+CallKind = Literal["server", "client", "approval", "subagent", "durable"]
 T = TypeVar("T")
 _RETRY_MAX_SEC = 2.0
 

@@ -1,4 +1,4 @@
-"""The live stream of model turns (``deltas``): the one module that writes and reads it.
+"""The live stream of a session (``deltas``): the one module that writes and reads it.
 
 A delta is a piece of a turn's reply as the model wrote it: text, a piece of a tool call,
 or a retraction of pieces that will never be final (a tool call cut by a crash, a reply
@@ -6,11 +6,17 @@ the model must start again). The worker appends them in batches (``store.announc
 turn's record re-appends whatever was not flushed yet in its own transaction, before its
 message, so every delta of a turn is durable before the message that ends it. A batch
 appended twice (a flush retried after an unknown outcome) changes nothing:
-``(session, run, turn, attempt, part)`` is unique.
+``(session, run, turn, attempt, part)`` is unique among the pieces.
+
+A durable tool's progress note (``ctx.progress``, kind ``progress``) shares the log, so
+readers see it in order and resume past it, but it is no piece of a reply: it is keyed
+``(session, tool call, part)`` (a re-executed tool body reporting it again writes
+nothing), and a turn continuing its reply never reads it (``logged_stmt``, ``partial``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -18,13 +24,15 @@ from typing import Any, Literal
 from .pg import Stmt
 from .schema import SCHEMA as S
 
-Kind = Literal["text", "tool_call", "retract"]
+Kind = Literal["text", "tool_call", "retract", "progress"]
 
 
 @dataclass(frozen=True)
 class Delta:
     """One row. A ``retract`` with ``tool_index`` withdraws that tool call's pieces; one
-    without withdraws every piece of the turn so far (the reply starts again)."""
+    without withdraws every piece of the turn so far (the reply starts again). A
+    ``progress`` row is note number ``part`` of tool call ``tool_call_id`` (``name``: the
+    tool), ``text`` the note, ``fraction`` 0..1 or None; its ``attempt`` is 0."""
 
     run_seq: int
     turn: int
@@ -35,6 +43,7 @@ class Delta:
     tool_index: int | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    fraction: float | None = None
 
     @classmethod
     def of_row(cls, row: Any) -> Delta:
@@ -65,6 +74,7 @@ def _piece(row: Any) -> dict[str, Any]:
         "tool_index": row.tool_index,
         "tool_call_id": row.tool_call_id,
         "name": row.name,
+        "fraction": row.fraction,
     }
 
 
@@ -89,7 +99,8 @@ def insert_many_stmt(by_session: Mapping[str, Sequence[Delta]]) -> Stmt:
         " CAST(:names AS text[]), CAST(:texts AS text[])) WITH ORDINALITY"
         " AS r(session_id, run_seq, turn, attempt, part, kind, tool_index, tool_call_id, name,"
         " text, n) ORDER BY r.n"
-        " ON CONFLICT (session_id, run_seq, turn, attempt, part) DO NOTHING",
+        " ON CONFLICT (session_id, run_seq, turn, attempt, part) WHERE kind <> 'progress'"
+        " DO NOTHING",
         {
             "sids": [sid for sid, _ in pairs],
             "runs": [r.run_seq for _, r in pairs],
@@ -105,15 +116,63 @@ def insert_many_stmt(by_session: Mapping[str, Sequence[Delta]]) -> Stmt:
     )
 
 
-_COLUMNS = "attempt, part, kind, text, tool_index, tool_call_id, name"
+def progress_stmt(
+    session_id: str,
+    run_seq: int,
+    turn: int,
+    tool_call_id: str,
+    tool: str,
+    part: int,
+    note: str,
+    fraction: float | None,
+) -> Stmt:
+    """Append note ``part`` (1, 2, ...) of a tool call's progress after the session's last
+    message; a note already written (a re-executed tool body reports it again) is left as
+    it is, so readers never see it twice. The caller announces the session after it.
+
+    Tools of one turn may report at once, and a reader resuming after a delta id must
+    miss none: the insert first takes the session's note lock (an advisory lock held until
+    commit), so notes get their ids in the order they commit. Run it in a short
+    transaction of its own."""
+    return (
+        f"INSERT INTO {S}.deltas (session_id, after_seq, run_seq, turn, attempt, part, kind,"
+        " tool_call_id, name, text, fraction)"
+        f" SELECT :s, (SELECT coalesce(max(m.seq), 0) FROM {S}.messages m"
+        " WHERE m.session_id = :s), :r, :t, 0, :p, 'progress', :id, :tool, :note,"
+        " CAST(:fraction AS double precision)"
+        " FROM (SELECT pg_advisory_xact_lock(:k)) AS lock"
+        " ON CONFLICT (session_id, tool_call_id, part) WHERE kind = 'progress' DO NOTHING",
+        {
+            "s": session_id,
+            "k": note_lock_key(session_id),
+            "r": run_seq,
+            "t": turn,
+            "p": part,
+            "id": tool_call_id,
+            "tool": tool,
+            "note": note,
+            "fraction": fraction,
+        },
+    )
+
+
+def note_lock_key(session_id: str) -> int:
+    """The session's note lock: a signed 64-bit advisory key of its own namespace."""
+    digest = hashlib.sha256(f"progress\x01{session_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+_COLUMNS = "attempt, part, kind, text, tool_index, tool_call_id, name, fraction"
 _PREFIXED = ", ".join(f"d.{c.strip()}" for c in _COLUMNS.split(","))
 
 
 def logged_stmt(session_id: str, run_seq: int, turn: int) -> Stmt:
-    """A turn's deltas so far, in order (what an earlier execution showed)."""
+    """A turn's pieces so far, in order (what an earlier execution showed of its reply);
+    no progress notes, which are its tools', not its reply's."""
     return (
         f"SELECT run_seq, turn, {_COLUMNS} FROM {S}.deltas"
-        " WHERE session_id = :s AND run_seq = :r AND turn = :t ORDER BY id",
+        " WHERE session_id = :s AND run_seq = :r AND turn = :t AND kind <> 'progress'"
+        " ORDER BY id",
         {"s": session_id, "r": run_seq, "t": turn},
     )
 
@@ -133,6 +192,8 @@ class Partial:
 def partial(rows: Sequence[Delta]) -> Partial:
     p = Partial()
     for r in rows:
+        if r.kind == "progress":  # a tool's note, not a piece of the reply
+            continue
         p.attempt = max(p.attempt, r.attempt)
         if r.kind == "text":
             p.text += r.text

@@ -1,7 +1,8 @@
 """One read of a session's live log, merged: messages and deltas in one order, with cursors.
 
 A delta written after message ``S`` (its ``after_seq``) sorts after that message and
-before message ``S + 1``; deltas among themselves by id. A read takes at most ``limit``
+before message ``S + 1``; deltas among themselves by id. A tool's progress note is a
+delta row too (``ProgressEvent``): it sorts, and moves the cursor, like a model piece. A read takes at most ``limit``
 of each; when a list came back full, whatever sorts after its last row is held back (the
 next read returns it), or a message could be sent before deltas that precede it and a
 reader resuming from that message's cursor would skip them.
@@ -21,6 +22,7 @@ from ..events import (
     DeltaEvent,
     MessageEvent,
     PendingEvent,
+    ProgressEvent,
     RetractEvent,
     SessionEvent,
     StateEvent,
@@ -85,7 +87,19 @@ def merge(
     return Merged(events, Cursor(seq, delta), complete=not full)
 
 
-def _delta_event(d: Logged, cursor: str) -> DeltaEvent | RetractEvent:
+def _delta_event(d: Logged, cursor: str) -> DeltaEvent | RetractEvent | ProgressEvent:
+    if d.kind == "progress":
+        assert d.tool_call_id is not None and d.name is not None
+        return ProgressEvent(
+            run=d.run_seq,
+            turn=d.turn,
+            tool_call_id=d.tool_call_id,
+            tool=d.name,
+            part=d.part,
+            note=d.text,
+            fraction=d.fraction,
+            cursor=cursor,
+        )
     if d.kind == "retract":
         return RetractEvent(
             run=d.run_seq,

@@ -69,6 +69,19 @@ def open_stmt(
     )
 
 
+def open_once_stmt(**fields: Any) -> Stmt:
+    """``open_stmt`` for a wait opened outside a model turn (a durable tool's ``ask``):
+    opened again by a re-executed body, it keeps its row and its first deadline, which it
+    returns (``deadline``, epoch seconds)."""
+    sql, params = open_stmt(**fields)
+    return (
+        sql + " ON CONFLICT (root_session_id, tool_call_id) DO UPDATE"
+        f" SET deadline = {S}.pending_calls.deadline"
+        " RETURNING extract(epoch FROM deadline) AS deadline",
+        params,
+    )
+
+
 async def settle_timeout(db: Db, root_session_id: str, tool_call_id: str) -> str:
     """At the deadline: ``timed_out`` unless a submit or an interrupt won the race; returns
     the status the row is left in."""

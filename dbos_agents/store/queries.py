@@ -21,7 +21,7 @@ from ..ids import INBOX_TOPIC, START_CHANNEL, WORKFLOW_NAME, new_session_id, run
 from ..outcome import RunSpec, SessionInfo
 from ..records import HistoryEntry as HistoryEntry
 from ..records import ToolCallRecord as ToolCallRecord
-from . import calls, runs, sessions, transcript
+from . import calls, durable, runs, sessions, transcript
 from . import pending as pending_rows
 
 BUSY = sessions.BUSY
@@ -56,7 +56,8 @@ class TreeInterrupt:
 def interrupt_tree(conn: sa.Connection, client: DBOSClient, root_session_id: str) -> TreeInterrupt:
     """An interrupt of the tree, in the caller's transaction: busy sessions ``interrupted``
     (their runs too), open waits cancelled and their workflows told, the tree's workflows
-    cancelled (``AgentClient.interrupt`` and an operator's ``dbos workflow cancel``)."""
+    (durable tools' included) cancelled (``AgentClient.interrupt`` and an operator's
+    ``dbos workflow cancel``)."""
     busy = sessions.interrupt_tree(conn, root_session_id)
     runs.record_interrupted(conn, [(b.id, b.run_seq) for b in busy])
     waits = pending_rows.cancel_tree(conn, root_session_id)
@@ -68,7 +69,8 @@ def interrupt_tree(conn: sa.Connection, client: DBOSClient, root_session_id: str
             topic=w.tool_call_id,
             idempotency_key=f"interrupt::{w.tool_call_id}",
         )
-    cancel = _dbos.cancel_in_transaction(conn, client, [b.workflow_id for b in busy])
+    tools = durable.interrupt(conn, [b.id for b in busy])  # their durable tools stop too
+    cancel = _dbos.cancel_in_transaction(conn, client, [b.workflow_id for b in busy] + tools)
     return TreeInterrupt(busy, waits, cancel)
 
 

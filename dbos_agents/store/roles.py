@@ -25,6 +25,8 @@ READ_ONLY = (
     "runs",
     "deltas",
     "session_states",
+    "durable_tools",
+    "tool_steps",
 )
 
 

@@ -20,7 +20,7 @@ from ..errors import (
 )
 from ..loop import drain
 from ..loop import workflow as _workflow  # noqa: F401  (registers the session workflow)
-from ..loop.context import LoopContext, set_context
+from ..loop.context import LoopContext, get_context, set_context
 from ..loop.ledger import Ledger
 from ..models.base import Model
 from ..outcome import RunSpec
@@ -188,6 +188,7 @@ class AgentRuntime:
             libpq_url(url), runs.CHANNEL, connect_timeout_sec=s.connect_timeout_sec
         )
         self._runs.start()
+        get_context().run_ends.listener = self._runs
         self._outcomes = Outcomes(ds.engine, self._runs, s.result_recheck_sec)
         if _dbos.fast_paths():  # stock DBOS: its own per-waiter re-checks and queue poll
             self._listen_watch = ListenerWatch(recheck_sec=s.wake_recheck_interval_sec)

@@ -21,7 +21,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.crash]
 REPO = Path(__file__).resolve().parents[2]
 
 
-
 def test_a_re_execution_waits_for_the_running_attempt(
     fresh_database_url: str, tmp_path: Path
 ) -> None:

@@ -37,7 +37,6 @@ def harness(
         yield h
 
 
-
 def test_survivor_adopts_a_killed_workers_sessions(
     harness: CrashHarness, capsys: pytest.CaptureFixture[str]
 ) -> None:

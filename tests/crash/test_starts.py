@@ -53,7 +53,6 @@ def _watch_backends(url: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-
 def test_a_started_run_is_claimed_at_once_and_one_enqueued_before_launch_too(
     harness: CrashHarness,
 ) -> None:

@@ -279,9 +279,7 @@ def test_sigkill_mid_stream_continues_the_reply_exactly_once(
     )
 
 
-def test_sigterm_mid_stream_lets_the_stream_finish(
-    harness: CrashHarness, fake_openai: str
-) -> None:
+def test_sigterm_mid_stream_lets_the_stream_finish(harness: CrashHarness, fake_openai: str) -> None:
     _reset(fake_openai)
     db = harness.database_url
     sid = harness.client.start("writer", "finish me")

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+import sqlalchemy as sa
 import uvicorn
 from fastapi import FastAPI
 
 from dbos_agents import AgentClient, PendingCall
+from dbos_agents.store import announce, deltas
 from dbos_agents.testing import CrashHarness, WorkerProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,6 +94,26 @@ def wait_pending(client: AgentClient, sid: str, timeout: float = 30.0) -> Pendin
             return rows[0]
         time.sleep(0.05)
     raise TimeoutError(f"no pending call for {sid}")
+
+
+def report_progress(
+    client: AgentClient,
+    sid: str,
+    call_id: str,
+    part: int,
+    fraction: float | None = None,
+    *,
+    tool: str = "confirm",
+    deltas_only: bool = False,
+) -> None:
+    """Note ``part`` (``"step <part>"``) of a tool call of run 1, turn 1, as a durable
+    tool's writer makes it (there is none yet): the row, then a full announcement
+    (``deltas_only``: the feed's, which a stream up to date on messages reads itself)."""
+    note = deltas.progress_stmt(sid, 1, 1, call_id, tool, part, f"step {part}", fraction)
+    notify = announce.notify_stmt([announce.DELTAS + sid if deltas_only else sid])
+    with client.engine.begin() as conn:
+        for sql, params in (note, notify):
+            conn.execute(sa.text(sql), params)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """``GET /sessions/{id}/events`` end to end: the live log over SSE (real uvicorn, a real
 worker subprocess, real Postgres): deltas with ``N.D`` ids, resuming with Last-Event-ID or
-``?offset=`` without a gap or a repeat, pending waits, bogus cursors refused."""
+``?offset=`` without a gap or a repeat, pending waits, a tool's progress notes, bogus
+cursors refused."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from dbos_agents import AgentClient
 
-from .conftest import auth
+from .conftest import auth, report_progress
 from .test_api import Api, api, server, sse_events
 
 pytestmark = pytest.mark.integration
@@ -138,3 +139,55 @@ def test_events_follow_a_running_session(api: Api, agent_client: AgentClient) ->
     ids = [e["id"].split(".")[0] for e in seen if e["event"] == "message"]
     assert ids == ["1", "2", "3", "4"]
     assert json.loads(seen[-1]["data"])["status"] == "completed"
+
+
+def test_events_send_a_tools_progress_notes_once(api: Api, agent_client: AgentClient) -> None:
+    """``event: progress`` (written as a durable tool's ``ctx.progress`` will) arrives live
+    between the call's message and its result, with an ``N.D`` id to resume after."""
+    sid, token = api.create("asker", "progress?")
+    seen: list[dict[str, str]] = []
+    buffer = ""
+    reported = submitted = False
+    with api.http.stream(
+        "GET", f"{api.url}/sessions/{sid}/events", headers=auth(token), timeout=30.0
+    ) as r:
+        for chunk in r.iter_text():
+            buffer += chunk
+            *blocks, buffer = buffer.split("\n\n")
+            seen += sse_events("\n\n".join(blocks) + "\n\n")
+            pending = [json.loads(e["data"]) for e in seen if e["event"] == "pending"]
+            if pending and not reported:
+                call_id = pending[0]["tool_call_id"]
+                report_progress(agent_client, sid, call_id, 1, 0.5)
+                report_progress(agent_client, sid, call_id, 2, deltas_only=True)
+                report_progress(agent_client, sid, call_id, 1, 0.5)  # reported again
+                reported = True
+            notes = [e for e in seen if e["event"] == "progress"]
+            if len(notes) == 2 and not submitted:
+                result = {"ok": True}
+                body = {"kind": "client-tool-result", "tool_call_id": call_id, "result": result}
+                assert api.submit(sid, token, body).json()["status"] == "accepted"
+                submitted = True
+            if any(e["event"] == "status" for e in seen):
+                break
+    kinds = [e["event"] for e in seen if e["event"] != "delta"]
+    assert kinds == [
+        "message", "message", "pending", "progress", "progress", "message", "message", "status",
+    ]  # fmt: skip
+    notes = [e for e in seen if e["event"] == "progress"]
+    assert [json.loads(e["data"]) for e in notes] == [
+        {"run": 1, "turn": 1, "tool_call_id": call_id, "tool": "confirm", "part": 1,
+         "note": "step 1", "fraction": 0.5},
+        {"run": 1, "turn": 1, "tool_call_id": call_id, "tool": "confirm", "part": 2,
+         "note": "step 2", "fraction": None},
+    ]  # fmt: skip
+    assert all(e["id"].startswith("2.") for e in notes)
+    # Resume after the first note: the second, then the rest, never the first again.
+    r = api.http.get(
+        f"{api.url}/sessions/{sid}/events",
+        params={"follow": "false"},
+        headers={**auth(token), "Last-Event-ID": notes[0]["id"]},
+    )
+    rest = [e for e in sse_events(r.text) if e["event"] != "delta"]
+    assert [e["event"] for e in rest] == ["progress", "message", "message", "status"]
+    assert rest[0] == notes[1]

@@ -14,7 +14,7 @@ from pydantic import BaseModel, field_validator
 from dbos_agents import Agent, ModelResponse, ToolContext, TransientModelError, client_tool, tool
 from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
 
-from . import state_agents
+from . import durable_agents, state_agents
 from .streaming_model import LONG_REPLY, StreamedScript
 
 EFFECTS: Counter[str] = Counter()
@@ -256,6 +256,8 @@ def respond(request: ModelRequest) -> str | ModelResponse:
         return f"found: {_last_tool(request)}" if agent == "stream_cut_tool" else LONG_REPLY
     if agent in state_agents.NAMES:
         return state_agents.respond(request)
+    if agent in durable_agents.NAMES:
+        return durable_agents.respond(request)
     raise AssertionError(f"no script for {agent}")
 
 
@@ -289,4 +291,5 @@ AGENTS = [
         sub_agents=[Agent("middle", sub_agents=[Agent("leaf", tools=[confirm])])],
     ),
     *state_agents.AGENTS,
+    *durable_agents.AGENTS,
 ]

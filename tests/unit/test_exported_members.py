@@ -17,6 +17,9 @@ EXPECTED_ALL = {
     "client_tool",
     "Tool",
     "ToolContext",
+    "APPROVAL",
+    "Decision",
+    "StepInfo",
     "tool",
     # runtime
     "AgentClient",
@@ -31,6 +34,7 @@ EXPECTED_ALL = {
     "MessageEvent",
     "PendingEvent",
     "RetractEvent",
+    "ProgressEvent",
     "SessionEvent",
     "ToolCallPiece",
     "HistoryEntry",
@@ -54,6 +58,12 @@ EXPECTED_ALL = {
     "DatabaseUnavailableError",
     "DbosAgentsError",
     "DefinitionError",
+    "DurableToolError",
+    "AskTimeoutError",
+    "NondeterministicToolError",
+    "NotJSONError",
+    "StepFailedError",
+    "StepOutcomeUnknownError",
     "InterruptFailedError",
     "InvalidRequestError",
     "InvalidResultError",
@@ -119,6 +129,12 @@ def test_errors_module_has_the_documented_classes() -> None:
         "InvalidResultError",
         "NotRootSessionError",
         "UnsupportedDBOSError",
+        "DurableToolError",
+        "StepOutcomeUnknownError",
+        "StepFailedError",
+        "AskTimeoutError",
+        "NotJSONError",
+        "NondeterministicToolError",
     }
 
 

@@ -18,9 +18,7 @@ def _loaded_after(code: str) -> list[str]:
         f"{code}\nimport sys, json\n"
         f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     loaded: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
     return loaded
 

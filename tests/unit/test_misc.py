@@ -72,6 +72,9 @@ DOCUMENTED_POINTS = {
     "after_dispatch_mark",
     "after_handler",
     "after_tool_result",
+    "inner_step_marked",
+    "inner_step_ran",
+    "inner_step_recorded",
     "after_tool_steps",
     "after_run_end",
 }

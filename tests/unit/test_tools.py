@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel, Field, ValidationError
 
 from dbos_agents import DefinitionError, Tool, ToolContext, tool
-from dbos_agents.tools import check_name
+from dbos_agents.names import check_name
 
 
 class Order(BaseModel):

@@ -14,6 +14,7 @@ operation ids, so every id is the same on replay.
 | client (``client``) | ``client`` | the wait opens | ``recv`` on the call id |
 | approval (``approval``) | ``approval`` | the approved tool step begins | ``recv``, then a DBOS step |
 | subagent (``subagent``) | - | the wait opens (the child is about to start) | a child workflow |
+| durable (``durable``) | - | the wait opens (the child is about to start) | a child workflow |
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..ledger import WaitSpec
 from .approval import ApprovalKind
 from .base import CallResult, Kind, Planned, RunInterrupted, SubAgentTask, Turn
 from .client import ClientKind
+from .durable import DurableKind
 from .server import ServerKind
 from .subagent import SubAgentKind
 from .waiting import TIMEOUT_KIND
@@ -50,6 +52,7 @@ __all__ = [
 ]
 
 SERVER, CLIENT, APPROVAL, SUBAGENT = ServerKind(), ClientKind(), ApprovalKind(), SubAgentKind()
+DURABLE = DurableKind()
 
 
 def kind_of(agent: Agent, call: ToolCall) -> Kind:
@@ -58,7 +61,10 @@ def kind_of(agent: Agent, call: ToolCall) -> Kind:
         return SUBAGENT
     if call.name in agent.client_tools:
         return CLIENT
-    return APPROVAL if agent.tools[call.name].requires_approval else SERVER
+    tool = agent.tools[call.name]
+    if tool.durable:
+        return DURABLE
+    return APPROVAL if tool.requires_approval else SERVER
 
 
 def ledger_kind(agent: Agent, call: ToolCall) -> CallKind:

@@ -34,6 +34,8 @@ class Turn:
     deadlines: dict[str, float]
     """The absolute deadline of each wait the model turn opened, by call id."""
     workflow: SessionWorkflow
+    number: int = 0
+    """The turn's number in the session (its assistant message's turn)."""
 
 
 class SubAgentTask(BaseModel):

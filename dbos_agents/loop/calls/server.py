@@ -114,12 +114,12 @@ async def _guarded(
             settle = _invoke(tool, tctx, args)
         result = await (_dbos.outside_workflow(settle) if fenced else settle)
         crash_point("after_handler")
-        recorded = await attempt.record(result, _state_commit(result, tctx.changes))
+        recorded = await attempt.record(result, state_commit(result, tctx.changes))
         crash_point("after_tool_result")
         return recorded
 
 
-def _state_commit(result: ToolResult, changes: StateChanges | None) -> StateCommit | None:
+def state_commit(result: ToolResult, changes: StateChanges | None) -> StateCommit | None:
     """How the call's state changes commit with its result: only a successful call's, each
     folded onto the latest committed state; one that no longer validates (or an update
     function that raises) turns the result into a tool error and stores nothing."""

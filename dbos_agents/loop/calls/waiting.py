@@ -28,14 +28,16 @@ call a late answer can come for."""
 
 
 async def wait_for_submission(
-    spec: RunSpec, kind: str, tool: str, tool_call_id: str, deadline: float
+    spec: RunSpec, kind: str, tool: str, tool_call_id: str, deadline: float, *, park: bool = True
 ) -> Delivery | None:
     """Wait for what a client submits; ``None`` when the deadline passed. An interrupt
     delivered to the wait raises ``RunInterrupted``.
 
     The timeout given to ``recv`` matters only on its first execution: DBOS records the end
     it fixes and every later execution (a replay, a recovery, a parked resume) keeps that
-    end. So it is read from the clock here, not recorded by a step of its own."""
+    end. So it is read from the clock here, not recorded by a step of its own. ``park``:
+    the worker's receiver may park the wait (a session workflow's); a durable tool's wait
+    stays in memory."""
     remaining = max(0.0, deadline - time.time())
     log.info(
         "client_tool.suspended",
@@ -51,7 +53,10 @@ async def wait_for_submission(
     ctx = get_context()
     # A root session's long wait may park (``worker.parking``): rows only, until a submit or
     # the deadline resumes it.
-    payload = await ctx.receiver.recv(spec, tool_call_id, remaining, deadline)
+    if park:
+        payload = await ctx.receiver.recv(spec, tool_call_id, remaining, deadline)
+    else:
+        payload = await DBOS.recv_async(tool_call_id, timeout_seconds=remaining)
     if payload is None:
         status = await ctx.ledger.settle_timeout(spec["root_session_id"], tool_call_id)
         if status == "submitted":  # a submit committed just as the deadline passed: use it

@@ -7,6 +7,7 @@ thread asks of the session), ``view`` (the client's copy of the transcript), ``m
 
 from __future__ import annotations
 
+from .mapping import PROGRESS_EVENT
 from .route import TOKEN_EVENT, TOKEN_HEADER, router
 
-__all__ = ["TOKEN_EVENT", "TOKEN_HEADER", "router"]
+__all__ = ["PROGRESS_EVENT", "TOKEN_EVENT", "TOKEN_HEADER", "router"]

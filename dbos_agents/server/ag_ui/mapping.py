@@ -15,6 +15,10 @@
   ``RUN_FINISHED`` (success, ``pendingToolCallIds``; the client runs the tool and posts a
   new run with the tool message); an approval ends it with ``RUN_FINISHED`` and an
   ``interrupt`` outcome (answered by the next run's ``resume``).
+- ``ProgressEvent`` (a running tool's note): ``CUSTOM`` named ``progress``, ``value``
+  ``{id, toolCallId, tool, note, fraction}``; ``id`` (``<toolCallId>-<part>``) is stable,
+  so a client that keeps notes across runs (a rerun sends the run's notes again) keys them
+  by it.
 - ``StateEvent`` (a tool committed a change of the session's typed state):
   ``STATE_SNAPSHOT`` with the whole state.
 - ``StatusEvent`` (the run's end): ``completed`` is ``RUN_FINISHED``, ``interrupted`` is
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 
 from ag_ui.core import (
     BaseEvent,
+    CustomEvent,
     Interrupt,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
@@ -50,6 +55,7 @@ from ...events import (
     DeltaEvent,
     MessageEvent,
     PendingEvent,
+    ProgressEvent,
     RetractEvent,
     SessionEvent,
     StateEvent,
@@ -59,7 +65,10 @@ from ...events import (
 from ...outcome import TERMINAL
 from .view import ClientView, run_prefix
 
-__all__ = ["APPROVAL_SCHEMA", "Mapper"]
+__all__ = ["APPROVAL_SCHEMA", "PROGRESS_EVENT", "Mapper"]
+
+PROGRESS_EVENT = "progress"
+"""The name of the ``CUSTOM`` event that carries a running tool's note."""
 
 APPROVAL_SCHEMA: dict[str, object] = {
     "type": "object",
@@ -125,6 +134,8 @@ class Mapper:
                 out += self._delta(e)
             elif isinstance(e, RetractEvent) and e.run >= self.run:
                 out += self._retract(e)
+            elif isinstance(e, ProgressEvent) and e.run >= self.run:
+                out.append(_progress(e))
             elif isinstance(e, MessageEvent) and e.run_seq >= self.run:
                 out += self._message(e)
             elif isinstance(e, StateEvent) and (e.run or 0) >= self.run:
@@ -341,3 +352,14 @@ class Mapper:
         self.finished = True
         out.append(RunErrorEvent(message=message, code=code))
         return out
+
+
+def _progress(e: ProgressEvent) -> CustomEvent:
+    value = {
+        "id": f"{e.tool_call_id}-{e.part}",
+        "toolCallId": e.tool_call_id,
+        "tool": e.tool,
+        "note": e.note,
+        "fraction": e.fraction,
+    }
+    return CustomEvent(name=PROGRESS_EVENT, value=value)

@@ -7,6 +7,8 @@ each model turn one step.
   ``tool-input-available`` (``providerExecuted`` unless the call waits on the page, so
   ``onToolCall`` fires for client tools only) and, for a call waiting on a human,
   ``tool-approval-request`` (``approvalId`` is the tool call id);
+- a running tool's progress note: ``data-progress`` (id ``<toolCallId>-<part>``, data
+  ``{toolCallId, tool, note, fraction}``), after the message that made the call;
 - tool results: ``tool-output-available``, ``tool-output-error``, ``tool-output-denied``;
 - a retraction (pieces withdrawn after a crash or a restarted reply): ``reset-step``, then
   what is still shown of the step sent again, so the page never keeps withdrawn text;
@@ -26,6 +28,7 @@ from ...events import (
     DeltaEvent,
     MessageEvent,
     PendingEvent,
+    ProgressEvent,
     RetractEvent,
     SessionEvent,
     StateEvent,
@@ -39,6 +42,7 @@ from .parts import (
     FinishReason,
     FinishStep,
     Part,
+    ProgressPart,
     ResetStep,
     StartStep,
     TextDelta,
@@ -118,6 +122,8 @@ class RunParts:
                 self._delta(e, out)
             elif isinstance(e, RetractEvent):
                 self._retract(e, out)
+            elif isinstance(e, ProgressEvent):
+                out.append(_progress(e))
             else:
                 waits: list[PendingEvent] = []
                 while i < len(events) and isinstance(events[i], PendingEvent):
@@ -283,6 +289,16 @@ class RunParts:
                 )
             return
         out.append(ToolOutputAvailable(tool_call_id=call_id, output=value))
+
+
+def _progress(e: ProgressEvent) -> ProgressPart:
+    data: dict[str, JsonValue] = {
+        "toolCallId": e.tool_call_id,
+        "tool": e.tool,
+        "note": e.note,
+        "fraction": e.fraction,
+    }
+    return ProgressPart(id=f"{e.tool_call_id}-{e.part}", data=data)
 
 
 def _json(text: str) -> JsonValue:

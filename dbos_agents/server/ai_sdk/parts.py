@@ -122,6 +122,17 @@ class SessionPart(Chunk):
     transient: bool = True
 
 
+class ProgressPart(Chunk):
+    """``data-progress``: a running tool's note (``ProgressEvent``), kept in the message.
+    ``id`` is ``<toolCallId>-<part>``: a note sent again (a replay, the stream after an
+    answer) replaces itself at the page instead of adding a copy."""
+
+    keep = ("data",)
+    type: Literal["data-progress"] = "data-progress"
+    id: str
+    data: dict[str, JsonValue]
+
+
 class Finish(Chunk):
     type: Literal["finish"] = "finish"
     finish_reason: FinishReason | None = None
@@ -144,5 +155,6 @@ Part = (
     | ToolOutputDenied
     | ErrorPart
     | SessionPart
+    | ProgressPart
     | Finish
 )
