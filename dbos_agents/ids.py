@@ -36,3 +36,14 @@ DURABLE_WORKFLOW_NAME = "dbos_agents.durable_tool.v1"
 def durable_workflow_id(parent_workflow_id: str, tool_call_id: str) -> str:
     """A durable call's workflow: a child of the session workflow that made the call."""
     return f"{parent_workflow_id}::tool::{tool_call_id}"
+
+
+def ask_id(tool_call_id: str, note: int) -> str:
+    """The wait a durable tool's ``ctx.ask`` opens with its progress note number ``note``
+    (readers find it from the note)."""
+    return f"{tool_call_id}.ask{note}"
+
+
+def asking_call(wait_id: str) -> str:
+    """The durable tool call that opened wait ``wait_id`` (``ask_id``'s inverse)."""
+    return wait_id.rsplit(".ask", 1)[0]

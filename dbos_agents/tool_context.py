@@ -148,20 +148,40 @@ class ToolContext:
             raise TypeError(f"ctx.{what} is only available in a durable tool (@tool(durable=True))")
         return self.durable
 
+    @overload
     async def step(
         self,
         name: str,
-        fn: Callable[..., Awaitable[T]] | Callable[..., T],
+        fn: Callable[..., Awaitable[T]],
         *args: object,
         safe_to_retry: bool = False,
         **kwargs: object,
-    ) -> T:
+    ) -> T: ...
+
+    @overload
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., T],
+        *args: object,
+        safe_to_retry: bool = False,
+        **kwargs: object,
+    ) -> T: ...
+
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., object],
+        *args: object,
+        safe_to_retry: bool = False,
+        **kwargs: object,
+    ) -> object:
         """Run ``fn(*args, **kwargs)`` as an inner step: once, its output recorded (JSON,
         or the type ``fn``'s return annotation names); a re-executed body gets the recorded
         output without running it. Side-effecting unless ``safe_to_retry``: one that an
         earlier execution started but did not record is not run again
         (``StepOutcomeUnknownError``). An exception becomes ``StepFailedError``."""
-        result: T = await self._ops("step").step(name, fn, args, kwargs, safe_to_retry)
+        result: object = await self._ops("step").step(name, fn, args, kwargs, safe_to_retry)
         return result
 
     @property

@@ -24,13 +24,19 @@ CrashPoint = Literal[
     "after_dispatch_mark",  # ledger 'dispatched' committed, before the handler runs
     "after_handler",  # handler returned, before its result row commits
     "after_tool_result",  # result row committed, before the tool step's checkpoint
-    "inner_step_marked",  # a durable tool's inner step marked 'dispatched', fn not yet run
-    "inner_step_ran",  # the inner step's function returned, its outcome not yet recorded
-    "inner_step_recorded",  # the inner step's outcome committed, not yet returned
     "after_tool_steps",  # every call of the turn done, before the next model turn
     "after_run_end",  # the run's end committed, its outcome not yet published
 ]
+InnerStepPoint = Literal[
+    "inner_step_marked",  # a durable tool's inner step marked 'dispatched', fn not yet run
+    "inner_step_ran",  # the inner step's function returned, its outcome not yet recorded
+    "inner_step_recorded",  # the inner step's outcome committed, not yet returned
+]
 CRASH_POINTS: Final[tuple[str, ...]] = CrashPoint.__args__  # type: ignore[attr-defined]
+"""The windows of a session's run (every session passes each of them)."""
+INNER_STEP_POINTS: Final[tuple[str, ...]] = InnerStepPoint.__args__  # type: ignore[attr-defined]
+"""The windows of a durable tool's inner step (only sessions that run one pass them)."""
+ALL_POINTS: Final[tuple[str, ...]] = CRASH_POINTS + INNER_STEP_POINTS
 ENV_VAR: Final = "DBOS_AGENTS_CRASH_AT"
 SIGNAL_ENV_VAR: Final = "DBOS_AGENTS_CRASH_SIGNAL"
 SESSION_ENV_VAR: Final = "DBOS_AGENTS_CRASH_SESSION"
@@ -40,8 +46,8 @@ def _parse(value: str | None) -> tuple[str | None, int]:
     if not value:
         return None, 0
     name, _, nth = value.partition(":")
-    if name not in CRASH_POINTS:
-        raise ValueError(f"{ENV_VAR}={value!r}: unknown crash point; known: {CRASH_POINTS}")
+    if name not in ALL_POINTS:
+        raise ValueError(f"{ENV_VAR}={value!r}: unknown crash point; known: {ALL_POINTS}")
     hit = int(nth or 1)
     if hit < 1:
         raise ValueError(f"{ENV_VAR}={value!r}: the hit number must be 1 or more")
@@ -66,7 +72,7 @@ _hits = 0
 _lock = threading.Lock()
 
 
-def crash_point(name: CrashPoint) -> None:
+def crash_point(name: CrashPoint | InnerStepPoint) -> None:
     """Signal this process if ``name`` is the armed point and this is the chosen hit
     (SIGKILL by default: nothing after this line runs)."""
     global _hits

@@ -70,6 +70,11 @@ async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
         async with pg.driver(engine) as conn, conn.pipeline():
             batch = pg.Batch(conn)
             await batch.send(("BEGIN", {}))
+            if spec["session_id"] != spec["root_session_id"]:
+                # A sub-agent begins in step with an interrupt of its tree (which locks the
+                # tree first): either the interrupt sees its row, or it sees the parent's
+                # interrupted status below.
+                await batch.send(sessions.share_root_stmt(spec["root_session_id"]))
             upserted = await batch.send(sessions.begin_stmt(spec, workflow_id))
             await batch.send(sessions.lock_stmt(sid))
             state_cur = await batch.send(transcript.run_state_stmt(spec))

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from .. import _dbos
 from ..events import Cursor, PendingEvent, StateEvent
+from ..ids import ask_id
 from ..records import SessionEvents, StatusEvent
 from . import deltas, transcript
 from . import state as state_rows
@@ -77,7 +78,8 @@ def read_log(
     system_schema: str = "dbos",
 ) -> LogRead:
     """The status, the messages after ``after.seq``, the deltas after ``after.delta`` and
-    the open waits of those messages' calls, in one REPEATABLE READ transaction: a
+    the open waits of those messages' calls (and of the durable tools' asks those deltas
+    announce), in one REPEATABLE READ transaction: a
     message and the deltas before it come from the same snapshot, never half of them."""
     with engine.connect() as conn:
         conn.execution_options(isolation_level="REPEATABLE READ")
@@ -87,6 +89,9 @@ def read_log(
             sql, params = deltas.read_stmt(session_id, after.delta, limit, after.seq)
             logged = [Logged.of_row(r) for r in conn.execute(sa.text(sql), params)]
             call_ids = [c.id for m in messages for c in m.tool_calls]
+            call_ids += [
+                ask_id(d.tool_call_id or "", d.part) for d in logged if d.kind == "progress"
+            ]
             waits = _open_waits(conn, session_id, call_ids, system_schema) if call_ids else {}
             results = [m.tool_call_id for m in messages if m.role == "tool" and m.tool_call_id]
             states = _states(conn, session_id, results) if results else {}

@@ -28,6 +28,7 @@ from ..events import (
     StateEvent,
     ToolCallPiece,
 )
+from ..ids import ask_id
 from ..records import HistoryEntry
 from .deltas import Logged
 
@@ -59,7 +60,8 @@ def merge(
 ) -> Merged:
     """``messages`` (``seq > after.seq``) and ``deltas`` (``id > after.delta``), each at
     most ``limit`` and in order, as events; ``pending``: the still-open waits by tool call
-    id, each sent right after the message whose call opened it; ``states``: the state
+    id, each sent right after the message whose call opened it (a durable tool's ask: after
+    the progress note it opened with, ``{call id}.ask{note}``); ``states``: the state
     versions by tool call id, each right after that call's result message."""
     items: list[HistoryEntry | Logged] = sorted([*messages, *deltas], key=_key)
     full = [rows[-1] for rows in (messages, deltas) if len(rows) >= limit]
@@ -84,6 +86,10 @@ def merge(
             delta = item.id
             if item.after_seq >= after.seq:  # else it precedes a message the reader saw
                 events.append(_delta_event(item, str(Cursor(seq, delta))))
+                if item.kind == "progress":  # a durable tool's ask: its wait, if open
+                    wait = (pending or {}).get(ask_id(item.tool_call_id or "", item.part))
+                    if wait is not None:
+                        events.append(wait)
     return Merged(events, Cursor(seq, delta), complete=not full)
 
 

@@ -242,6 +242,12 @@ def begin_stmt(spec: RunSpec, workflow_id: str) -> Stmt:
     )
 
 
+def share_root_stmt(root_session_id: str) -> Stmt:
+    """Hold the root's row (shared) until the transaction ends: ``interrupt_tree`` locks
+    the tree before it marks it, so the two serialize."""
+    return (f"SELECT 1 FROM {S}.sessions WHERE id = :r FOR SHARE", {"r": root_session_id})
+
+
 def mark_interrupted_stmt(session_id: str) -> Stmt:
     """A sub-agent whose tree was interrupted as it began."""
     return (f"UPDATE {S}.sessions SET status = 'interrupted' WHERE id = :s", {"s": session_id})

@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..loop.crashpoints import CRASH_POINTS
+    from ..loop.crashpoints import CRASH_POINTS, INNER_STEP_POINTS
     from ..models.guard import allow_real_models, block_real_models
     from .cluster import PrivateCluster
     from .crash import CrashHarness, DrillResult, WorkerProcess
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "CRASH_POINTS": "..loop.crashpoints",
+    "INNER_STEP_POINTS": "..loop.crashpoints",
     "CrashHarness": ".crash",
     "DrillResult": ".crash",
     "PrivateCluster": ".cluster",
@@ -45,6 +46,7 @@ _LAZY = {
 
 __all__ = [
     "CRASH_POINTS",
+    "INNER_STEP_POINTS",
     "CrashHarness",
     "DrillResult",
     "PrivateCluster",

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 
 from .. import _dbos
 from ..client import AgentClient
-from ..loop.crashpoints import CRASH_POINTS
+from ..loop.crashpoints import ALL_POINTS
 from ..loop.crashpoints import ENV_VAR as CRASH_ENV
 from ..loop.crashpoints import SESSION_ENV_VAR as CRASH_SESSION_ENV
 from ..outcome import TERMINAL, SessionInfo
@@ -137,8 +137,8 @@ class CrashHarness:
         """Start a worker; with ``crash_at`` it SIGKILLs itself at that crash point (with
         ``session_id``, only in that session's workflows). ``executor_id`` defaults to the
         harness's, so a restart recovers the same work."""
-        if crash_at is not None and crash_at.partition(":")[0] not in CRASH_POINTS:
-            raise ValueError(f"unknown crash point {crash_at!r}; known: {CRASH_POINTS}")
+        if crash_at is not None and crash_at.partition(":")[0] not in ALL_POINTS:
+            raise ValueError(f"unknown crash point {crash_at!r}; known: {ALL_POINTS}")
         env = {**os.environ, **self.env}
         env["DBOS_AGENTS_DATABASE_URL"] = self.database_url
         env["DBOS_AGENTS_EXECUTOR_ID"] = executor_id or self.executor_id

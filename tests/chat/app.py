@@ -5,6 +5,8 @@ Replies stream in pieces of 4 characters, ``CHAT_PACE_SEC`` apart (default 0.01 
 - ``slow``: a 600-character reply, 4 characters every 0.05 s (a worker is killed mid-answer).
 - ``asker``: calls the client tool ``confirm`` (run by the browser), then reports its answer.
 - ``closer``: calls ``close_account``, which needs a human's approval, then reports.
+- ``keeper``: calls the durable tool ``checked_close``, which asks for an approval and then
+  the browser's ``confirm`` in the middle of its work, then reports.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ from datetime import timedelta
 
 from pydantic import BaseModel
 
-from dbos_agents import Agent, AgentRuntime, ModelResponse, ToolContext, client_tool, tool
+from dbos_agents import (
+    APPROVAL,
+    Agent,
+    AgentRuntime,
+    ModelResponse,
+    ToolContext,
+    client_tool,
+    tool,
+)
 from dbos_agents.models import ModelEvent, ModelRequest, ScriptedModel, call, calls
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
@@ -42,6 +52,23 @@ async def close_account(ctx: ToolContext, account_id: str) -> dict[str, str]:
     return {"closed": account_id}
 
 
+def _closed(account_id: str) -> dict[str, str]:
+    return {"closed": account_id}
+
+
+@tool(durable=True)
+async def checked_close(ctx: ToolContext, account_id: str) -> dict[str, object]:
+    """Close an account: a human approves, then the browser confirms, mid-tool."""
+    ctx.progress("asking for approval")
+    decision = await ctx.ask(APPROVAL, {"close": account_id})
+    if not decision.approved:
+        return {"closed": None, "reason": decision.reason}
+    answer = await ctx.ask(confirm, {"question": f"close {account_id}?"})
+    assert isinstance(answer, ConfirmOut)
+    done = await ctx.step("close", _closed, account_id)
+    return {**done, "note": answer.note, "by": decision.decided_by}
+
+
 def _last(request: ModelRequest, role: str) -> str:
     return next((m.content or "" for m in reversed(request.messages) if m.role == role), "")
 
@@ -60,6 +87,10 @@ def respond(request: ModelRequest) -> str | ModelResponse:
         if first:
             return calls(call("close_account", {"account_id": "acc-1"}))
         return f"closer got: {_last(request, 'tool')}"
+    if request.agent == "keeper":
+        if first:
+            return calls(call("checked_close", {"account_id": "acc-7"}))
+        return f"keeper got: {_last(request, 'tool')}"
     raise AssertionError(f"no script for {request.agent}")
 
 
@@ -84,5 +115,11 @@ def runtime() -> AgentRuntime:
         Agent("slow", "talks slowly"),
         Agent("asker", "asks the user", tools=[confirm], tool_timeout=timedelta(minutes=10)),
         Agent("closer", "closes accounts", tools=[close_account]),
+        Agent(
+            "keeper",
+            "closes accounts carefully",
+            tools=[checked_close, confirm],
+            tool_timeout=timedelta(minutes=10),
+        ),
     ]
     return AgentRuntime(agents, Paced())

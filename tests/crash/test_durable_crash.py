@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from dbos_agents.testing import CrashHarness, Witness
+from dbos_agents.testing import INNER_STEP_POINTS, CrashHarness, Witness
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 REPO = Path(__file__).resolve().parents[2]
-POINTS = ("inner_step_marked", "inner_step_ran", "inner_step_recorded")
+POINTS = INNER_STEP_POINTS
 
 
 @pytest.fixture(scope="module")

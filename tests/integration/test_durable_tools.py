@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from dbos_agents import AgentClient, AgentRuntime
+from dbos_agents import (
+    AgentClient,
+    AgentRuntime,
+    AsyncAgentClient,
+    PendingEvent,
+    ProgressEvent,
+    SessionEvent,
+    StatusEvent,
+)
 from dbos_agents.ids import durable_workflow_id
 
 from .durable_agents import CANCELLED, EFFECTS, STARTED
@@ -139,35 +147,85 @@ async def test_an_inner_step_that_raises_is_a_typed_error_the_tool_can_catch(
 
 
 async def test_ask_waits_for_an_approval_and_a_browser_in_the_middle_of_a_tool(
-    runtime: AgentRuntime, client: AgentClient
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
 ) -> None:
     h = await runtime.start("refunder", "700")
     sid = h.session_id
-    (wait,) = await _until(lambda: client.pending(session_id=sid), "approval wait")
+    live: list[SessionEvent] = []
+    asked: list[PendingEvent] = []
+    changed = asyncio.Event()
+
+    async def follow() -> None:
+        async with await AsyncAgentClient.connect(integration_database_url) as reader:
+            async for e in reader.stream(sid, timeout=60, poll=30):
+                live.append(e)
+                if isinstance(e, PendingEvent):
+                    asked.append(e)
+                    changed.set()
+                if isinstance(e, StatusEvent):
+                    return
+
+    following = asyncio.ensure_future(follow())
+    await asyncio.wait_for(changed.wait(), 30)
+    # the live stream shows the wait, right after the note the tool opened it with
+    (wait,) = asked
     assert (wait.kind, wait.tool, wait.arguments) == (
         "approval",
         "guarded_refund",
         {"refund_cents": 700},
     )
+    note = live[live.index(wait) - 1]
+    assert isinstance(note, ProgressEvent) and note.note == "waiting for approval"
+    assert wait.tool_call_id == f"{note.tool_call_id}.ask{note.part}"
+    assert [p.tool_call_id for p in client.pending(session_id=sid)] == [wait.tool_call_id]
+    changed.clear()
     outcome = await asyncio.to_thread(
         client.submit_approval, sid, wait.tool_call_id, True, decided_by="ops@example.com"
     )
     assert outcome.status == "accepted", outcome
-    (ask,) = await _until(
-        lambda: [p for p in client.pending(session_id=sid) if p.kind == "client"], "client wait"
+    await asyncio.wait_for(changed.wait(), 30)
+    ask = asked[-1]
+    assert (ask.kind, ask.tool, ask.arguments) == (
+        "client",
+        "confirm_mid",
+        {"question": "refund 700?"},
     )
-    assert ask.tool == "confirm_mid" and ask.arguments == {"question": "refund 700?"}
-    assert ask.tool_call_id != wait.tool_call_id
+    assert ask.output_schema is not None and "ok" in json.dumps(ask.output_schema)
     done = await asyncio.to_thread(
         lambda: client.submit_tool_result(sid, ask.tool_call_id, result={"ok": True, "note": "yes"})
     )
     assert done.status == "accepted", done
     out = await asyncio.wait_for(h.result(), 20)
+    await asyncio.wait_for(following, 20)
     assert out.status == "completed", out
     assert _tool_result(await h.history()) == "refunded 700 (yes)"
     assert EFFECTS[f"refund:{sid}:700"] == 1
+    assert len(asked) == 2
     # answered again: already completed, nothing runs twice
     again = await asyncio.to_thread(
         lambda: client.submit_tool_result(sid, ask.tool_call_id, result={"ok": True})
     )
     assert again.status == "already_completed"
+    (row,) = [
+        p for p in client.pending(session_id=sid, include_resolved=True) if p.kind == "approval"
+    ]
+    assert row.status == "resolved" and isinstance(row.submission, dict)
+    assert row.submission["decided_by"] == "ops@example.com"
+
+
+async def test_an_interrupt_while_a_durable_tool_asks_closes_the_wait_and_stops_it(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    h = await runtime.start("refunder", "900")
+    sid = h.session_id
+    (wait,) = await _until(lambda: client.pending(session_id=sid), "approval wait")
+    await asyncio.to_thread(client.interrupt, sid)
+    out = await asyncio.wait_for(h.result(), 20)
+    assert out.status == "interrupted"
+    late = await asyncio.to_thread(client.submit_approval, sid, wait.tool_call_id, True)
+    assert late.status == "unknown_tool_call"  # the wait was cancelled with the run
+    (row,) = _rows(
+        client, "SELECT status FROM dbos_agents.durable_tools WHERE session_id = :s", s=sid
+    )
+    assert row.status == "interrupted"
+    assert EFFECTS[f"refund:{sid}:900"] == 0

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ... import _dbos, storable
+from ... import _dbos, ids, storable
 from ...agent import Agent
 from ...client_tools import ClientTool
 from ...delivery import ApprovalDelivery, ErrorDelivery, ResultDelivery
@@ -80,7 +80,6 @@ class Ops:
         self._steps = 0
         self._checkpoints = 0
         self._notes = 0
-        self._asks = 0
         self._writes: list[asyncio.Task[None]] = []
 
     # --- inner steps ---------------------------------------------------------------------
@@ -199,9 +198,10 @@ class Ops:
     async def ask(
         self, target: ClientTool | _ApprovalAsk, input: Any, within: timedelta | None
     ) -> Any:
-        self._asks += 1
+        self._notes += 1  # the wait's number is its note's (``ask_id``)
+        note = self._notes
         c = self._call
-        ask_id = f"{c.tool_call_id}.ask{self._asks}"
+        ask_id = ids.ask_id(c.tool_call_id, note)
         if isinstance(target, ClientTool):
             kind, name, schema = "client", target.name, target.output_schema
             arguments = target.validate_arguments(input).model_dump(mode="json")
@@ -228,8 +228,19 @@ class Ops:
             tenant_id=c.spec["tenant_id"],
             deadline=time.time() + timeout.total_seconds(),
         )
-        async with drain.step():
-            deadline = float((await self._one(stmt, "open ask")).deadline)
+        waiting = "waiting for approval" if kind == "approval" else f"waiting for {name}"
+        shown = deltas.progress_stmt(
+            c.spec["session_id"],
+            c.spec["run_seq"],
+            c.turn,
+            c.tool_call_id,
+            c.tool,
+            note,
+            waiting,
+            None,
+        )
+        async with drain.step():  # the wait and its note (readers: ``event: pending``)
+            deadline = float((await self._one_of([stmt, shown], "open ask")).deadline)
         get_context().ledger.announce(c.spec)
         delivery = await wait_for_submission(c.spec, kind, name, ask_id, deadline, park=False)
         if delivery is None:
@@ -263,6 +274,18 @@ class Ops:
         async def go() -> Any:
             async with pg.driver(self._engine) as conn:
                 (row,) = await pg.fetch(conn, stmt)
+            return row
+
+        return await retry_transient(what, go)
+
+    async def _one_of(self, stmts: list[pg.Stmt], what: str) -> Any:
+        """The first statement's row, all of them in one transaction."""
+
+        async def go() -> Any:
+            async with pg.transaction(self._engine) as batch:
+                first = await batch.send(stmts[0])
+                await batch.send_all(stmts[1:])
+                (row,) = await first.fetchall()
             return row
 
         return await retry_transient(what, go)

@@ -14,7 +14,9 @@
 - ``PendingEvent`` (after the read that carried it): a frontend tool ends the run with
   ``RUN_FINISHED`` (success, ``pendingToolCallIds``; the client runs the tool and posts a
   new run with the tool message); an approval ends it with ``RUN_FINISHED`` and an
-  ``interrupt`` outcome (answered by the next run's ``resume``).
+  ``interrupt`` outcome (answered by the next run's ``resume``). A durable tool's ask (a
+  wait no message opened) is sent the same way; a frontend tool it asks for first gets
+  its own tool call events, under a message minted for it.
 - ``ProgressEvent`` (a running tool's note): ``CUSTOM`` named ``progress``, ``value``
   ``{id, toolCallId, tool, note, fraction}``; ``id`` (``<toolCallId>-<part>``) is stable,
   so a client that keeps notes across runs (a rerun sends the run's notes again) keys them
@@ -30,6 +32,7 @@ Events of runs before the one streamed are skipped (a start cursor may precede t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from ag_ui.core import (
@@ -299,6 +302,9 @@ class Mapper:
 
     def _waiting(self, pending: list[PendingEvent]) -> list[BaseEvent]:
         out = self._close()
+        for p in pending:
+            if p.kind == "client" and not self.view.has_tool_call(p.tool_call_id):
+                out += self._ask(p)
         approvals = [p for p in pending if p.kind == "approval"]
         if approvals:
             interrupts = [
@@ -325,6 +331,21 @@ class Mapper:
         self.finished = True
         out.append(RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome))
         return out
+
+    def _ask(self, p: PendingEvent) -> list[BaseEvent]:
+        """A frontend tool a durable tool asked for mid-call (no message of the transcript
+        holds its call): a tool call of its own, under a message minted for it."""
+        message_id = f"{run_prefix(self.run)}ask:{p.tool_call_id}"
+        args = json.dumps(p.arguments)
+        self.view.add_tool_call(message_id, p.tool_call_id, p.tool)
+        self.view.add_arguments(p.tool_call_id, args)
+        return [
+            ToolCallStartEvent(
+                tool_call_id=p.tool_call_id, tool_call_name=p.tool, parent_message_id=message_id
+            ),
+            ToolCallArgsEvent(tool_call_id=p.tool_call_id, delta=args),
+            ToolCallEndEvent(tool_call_id=p.tool_call_id),
+        ]
 
     def _status(self, e: StatusEvent) -> list[BaseEvent]:
         out = self._close()

@@ -67,6 +67,12 @@ class ClientView:
     def add_tool_result(self, message_id: str, call_id: str, content: str) -> None:
         self.messages.append(ToolMessage(id=message_id, tool_call_id=call_id, content=content))
 
+    def has_tool_call(self, call_id: str) -> bool:
+        return any(
+            isinstance(m, AssistantMessage) and any(c.id == call_id for c in m.tool_calls or [])
+            for m in self.messages
+        )
+
     def has_tool_result(self, call_id: str) -> bool:
         return any(isinstance(m, ToolMessage) and m.tool_call_id == call_id for m in self.messages)
 

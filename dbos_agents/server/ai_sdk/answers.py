@@ -86,7 +86,11 @@ def _answers(message: UIMessage, where: str) -> list[Answer]:
             continue
         if not part.tool_call_id:
             raise InvalidRequestError(f"{at}.toolCallId: a tool part needs its call id")
-        out.append(Answer(part.tool_call_id, *answer))
+        # An approval answers its approval id: the call's own, or the wait a durable
+        # tool opened mid-call (``{call id}.ask{n}``).
+        approval_id = part.approval.id if part.approval is not None else None
+        wait_id = approval_id if answer[0] == "approval" and approval_id else part.tool_call_id
+        out.append(Answer(wait_id, *answer))
     return out
 
 

@@ -35,6 +35,7 @@ from ...events import (
     StatusEvent,
     ToolCallPiece,
 )
+from ...ids import asking_call
 from ...outcome import TERMINAL
 from .parts import (
     ErrorPart,
@@ -109,7 +110,10 @@ class RunParts:
                 self._status(e, out)
                 continue
             if isinstance(e, PendingEvent):
-                continue  # taken with the message that opened it
+                before = events[i - 2] if i >= 2 else None
+                if isinstance(before, ProgressEvent) and before.run == self.run:
+                    self._ask(e, out)  # a durable tool's ask: opened with its note
+                continue  # else taken with the message that opened it
             if isinstance(e, StateEvent):
                 continue  # not a part of the AI SDK's UI message stream
             run = e.run_seq if isinstance(e, MessageEvent) else e.run
@@ -269,6 +273,23 @@ class RunParts:
                 out.append(ToolApprovalRequest(approval_id=call.id, tool_call_id=call.id))
         self._waits = self._waits or bool(waits)
         self._committed = True
+
+    def _ask(self, w: PendingEvent, out: list[Part]) -> None:
+        """A wait a durable tool opened mid-call: an approval is requested on the tool's own
+        part (its approval id: the wait's); a client tool gets a part of its own (the wait's
+        id) for the page to run. Answered like any other."""
+        if not self._step:
+            self._new_step(None, out)
+        self._close_text(out)
+        if w.kind == "approval":
+            call_id = asking_call(w.tool_call_id)
+            out.append(ToolApprovalRequest(approval_id=w.tool_call_id, tool_call_id=call_id))
+        else:
+            out.append(ToolInputStart(tool_call_id=w.tool_call_id, tool_name=w.tool))
+            out.append(
+                ToolInputAvailable(tool_call_id=w.tool_call_id, tool_name=w.tool, input=w.arguments)
+            )
+        self._waits = True
 
     def _result(self, m: MessageEvent, out: list[Part]) -> None:
         call_id = m.tool_call_id
