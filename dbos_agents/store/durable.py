@@ -31,12 +31,14 @@ _BEGIN = f"""
 WITH live AS MATERIALIZED ({LIVE_SQL}),
 ins AS (
     INSERT INTO {S}.durable_tools (session_id, tool_call_id, workflow_id, run_seq, tool,
-        deadline)
+        deadline, token)
     SELECT :s, :id, :wf, :run, :tool, CASE WHEN CAST(:timeout AS double precision) IS NULL
-        THEN NULL ELSE now() + make_interval(secs => CAST(:timeout AS double precision)) END
+        THEN NULL ELSE now() + make_interval(secs => CAST(:timeout AS double precision)) END,
+        :tok
     WHERE (SELECT ok FROM live)
-    ON CONFLICT (session_id, tool_call_id) DO UPDATE SET executions =
-        {S}.durable_tools.executions + 1
+    ON CONFLICT (session_id, tool_call_id) DO UPDATE SET token = :tok, executions =
+        {S}.durable_tools.executions
+        + CASE WHEN {S}.durable_tools.token = :tok THEN 0 ELSE 1 END
     RETURNING executions, status, extract(epoch FROM deadline) AS deadline, snapshot,
         snapshot_no
 )
@@ -64,10 +66,14 @@ def begin_stmt(
     run_seq: int,
     tool: str,
     timeout_sec: float | None,
+    token: str,
 ) -> Stmt:
+    """``token`` is unique per execution of the body: a retried statement of the same
+    execution does not count as another execution."""
     return (
         _BEGIN,
         {
+            "tok": token,
             "s": session_id,
             "id": tool_call_id,
             "wf": workflow_id,

@@ -257,6 +257,36 @@ def test_tool_result_for_an_unknown_call_is_a_run_error(
     harness.client.submit_tool_result(other, wait.tool_call_id, result={"ok": False})
 
 
+def test_a_durable_tool_asks_for_an_approval_then_a_frontend_tool_mid_call(
+    serve: Serve, worker: WorkerProcess, node: Node, harness: CrashHarness
+) -> None:
+    """The approval a durable tool asks for mid-call is an interrupt; the frontend tool it
+    asks for next is a tool call of its own the client runs; then the agent answers."""
+    server = serve(authenticate=approver)
+    t = thread()
+    first, second, third = node(
+        "ag-ui/durable.mjs",
+        json.dumps({"url": server.url, "agent": "keeper", "threadId": t, "message": "close"}),
+    )
+    sid = session_of(server, "keeper", t)
+    assert first["error"] is None, first
+    assert first["finished"]["outcome"] == "interrupt", first
+    (interrupt,) = first["finished"]["interrupts"]
+    assert interrupt["metadata"] == {"tool": "checked_close", "arguments": {"close": "acc-7"}}
+    assert interrupt["id"].endswith(".ask2")  # opened with the tool's second note
+    assert second["error"] is None, second
+    assert second["finished"]["outcome"] == "success", second
+    (asked,) = second["finished"]["pendingToolCallIds"]
+    assert asked.endswith(".ask3")
+    assert third["error"] is None, third
+    assert third["answered"] == asked and third["args"] == {"question": "close acc-7?"}
+    assert third["finished"]["outcome"] == "success", third
+    reply = stored_reply(harness, sid)
+    assert reply is not None and "confirmed: close acc-7?" in reply and "approver-1" in reply
+    assert third["text"] == reply
+    assert harness.client.session(sid).status == "completed"
+
+
 def test_rerun_after_the_worker_is_killed_mid_answer(
     serve: Serve,
     worker: WorkerProcess,
@@ -295,33 +325,3 @@ def test_rerun_after_the_worker_is_killed_mid_answer(
             {"s": sid},
         ).scalar_one()
     assert attempts >= 1
-
-
-def test_a_durable_tool_asks_for_an_approval_then_a_frontend_tool_mid_call(
-    serve: Serve, worker: WorkerProcess, node: Node, harness: CrashHarness
-) -> None:
-    """The approval a durable tool asks for mid-call is an interrupt; the frontend tool it
-    asks for next is a tool call of its own the client runs; then the agent answers."""
-    server = serve(authenticate=approver)
-    t = thread()
-    first, second, third = node(
-        "ag-ui/durable.mjs",
-        json.dumps({"url": server.url, "agent": "keeper", "threadId": t, "message": "close"}),
-    )
-    sid = session_of(server, "keeper", t)
-    assert first["error"] is None, first
-    assert first["finished"]["outcome"] == "interrupt", first
-    (interrupt,) = first["finished"]["interrupts"]
-    assert interrupt["metadata"] == {"tool": "checked_close", "arguments": {"close": "acc-7"}}
-    assert interrupt["id"].endswith(".ask2")  # opened with the tool's second note
-    assert second["error"] is None, second
-    assert second["finished"]["outcome"] == "success", second
-    (asked,) = second["finished"]["pendingToolCallIds"]
-    assert asked.endswith(".ask3")
-    assert third["error"] is None, third
-    assert third["answered"] == asked and third["args"] == {"question": "close acc-7?"}
-    assert third["finished"]["outcome"] == "success", third
-    reply = stored_reply(harness, sid)
-    assert reply is not None and "confirmed: close acc-7?" in reply and "approver-1" in reply
-    assert third["text"] == reply
-    assert harness.client.session(sid).status == "completed"

@@ -281,6 +281,45 @@ class _Lines:
         return parsed
 
 
+def test_a_durable_tool_asks_for_an_approval_then_the_page_mid_call(
+    node: Node, serve: Serve, worker: WorkerProcess, harness: CrashHarness
+) -> None:
+    """A durable tool asks a human (an approval part) and then the page (a client tool part)
+    in the middle of its work: each is a tool part of its own, answered as any other, and
+    the tool finishes with both answers."""
+    server = serve(authenticate=approver)
+    chat_id = _chat_id()
+    output = {"ok": True, "note": "closing now"}
+    done = _talk(
+        node,
+        server,
+        "keeper",
+        chat_id,
+        text="close it",
+        approve=True,
+        toolOutput=output,
+        responses=3,
+    )
+    assert done["status"] == "ready", done
+    assert done["finishes"] == 3, done
+    requests = [c for c in done["chunks"] if c["type"] == "tool-approval-request"]
+    # the approval is requested on the durable call's own part, under the wait's id
+    assert len(requests) == 1 and requests[0]["approvalId"] == requests[0]["toolCallId"] + ".ask2"
+    notes = [c for c in done["chunks"] if c["type"] == "data-progress"]
+    assert [n["data"]["note"] for n in notes][:2] == ["asking for approval", "waiting for approval"]
+    answer = done["messages"][-1]
+    [asked] = [p for p in answer["parts"] if p["type"] == "tool-confirm"]
+    assert asked["state"] == "output-available" and asked["output"] == output
+    assert asked["input"] == {"question": "close acc-7?"}
+    assert asked["toolCallId"].endswith(".ask3")
+    sid = _sid(server, "keeper", chat_id)
+    stored = _assistant(harness, sid)
+    assert stored.startswith("keeper got:") and "closing now" in stored
+    assert "alice-the-approver" in stored
+    assert _text(answer) == stored
+    assert harness.client.session(sid).status == "completed"
+
+
 def test_a_page_resumes_a_stream_cut_by_a_worker_sigkill(
     server: LiveServer, worker: WorkerProcess, harness: CrashHarness
 ) -> None:
@@ -328,42 +367,3 @@ def test_a_page_resumes_a_stream_cut_by_a_worker_sigkill(
     assert _text(answer) == stored
     replayed = "".join(c["delta"] for c in done["chunks"] if c["type"] == "text-delta")
     assert replayed == stored, "the resumed stream sends every piece once"
-
-
-def test_a_durable_tool_asks_for_an_approval_then_the_page_mid_call(
-    node: Node, serve: Serve, worker: WorkerProcess, harness: CrashHarness
-) -> None:
-    """A durable tool asks a human (an approval part) and then the page (a client tool part)
-    in the middle of its work: each is a tool part of its own, answered as any other, and
-    the tool finishes with both answers."""
-    server = serve(authenticate=approver)
-    chat_id = _chat_id()
-    output = {"ok": True, "note": "closing now"}
-    done = _talk(
-        node,
-        server,
-        "keeper",
-        chat_id,
-        text="close it",
-        approve=True,
-        toolOutput=output,
-        responses=3,
-    )
-    assert done["status"] == "ready", done
-    assert done["finishes"] == 3, done
-    requests = [c for c in done["chunks"] if c["type"] == "tool-approval-request"]
-    # the approval is requested on the durable call's own part, under the wait's id
-    assert len(requests) == 1 and requests[0]["approvalId"] == requests[0]["toolCallId"] + ".ask2"
-    notes = [c for c in done["chunks"] if c["type"] == "data-progress"]
-    assert [n["data"]["note"] for n in notes][:2] == ["asking for approval", "waiting for approval"]
-    answer = done["messages"][-1]
-    [asked] = [p for p in answer["parts"] if p["type"] == "tool-confirm"]
-    assert asked["state"] == "output-available" and asked["output"] == output
-    assert asked["input"] == {"question": "close acc-7?"}
-    assert asked["toolCallId"].endswith(".ask3")
-    sid = _sid(server, "keeper", chat_id)
-    stored = _assistant(harness, sid)
-    assert stored.startswith("keeper got:") and "closing now" in stored
-    assert "alice-the-approver" in stored
-    assert _text(answer) == stored
-    assert harness.client.session(sid).status == "completed"

@@ -76,6 +76,25 @@ async def ten_steps(ctx: ToolContext) -> dict[str, Any]:
     return {"steps": STEPS, "total": total, "settled": settled, "snapshot": ctx.snapshot}
 
 
+@tool(durable=True)
+async def resumable(ctx: ToolContext) -> dict[str, Any]:
+    """Three steps, a checkpoint after each; a recovery with two done finishes from the
+    snapshot instead (``on_recovered``)."""
+    for i in (1, 2, 3):
+        await ctx.step(f"part-{i}", charge, ctx.session_id, i, safe_to_retry=True)
+        ctx.checkpoint({"done": i})
+    return {"finished": "by the body", "recovered": ctx.recovered}
+
+
+@resumable.on_recovered
+async def _resume(ctx: ToolContext) -> dict[str, Any] | None:
+    Witness().record("recovered", session=ctx.session_id, snapshot=ctx.snapshot)
+    snapshot = ctx.snapshot
+    if isinstance(snapshot, dict) and snapshot.get("done", 0) >= 2:
+        return {"finished": "from the snapshot", "snapshot": snapshot}
+    return None  # too early: run the body again
+
+
 class AskIn(BaseModel):
     question: str
 
@@ -106,6 +125,8 @@ def _respond(request: ModelRequest) -> str | ModelResponse:
     if turn == 0:
         if request.agent == "asker":
             return calls(call("approved_charge", {"cents": 300}))
+        if request.agent == "resumer":
+            return calls(call("resumable", {}))
         return calls(call("ten_steps", {}))
     tool_msg = next(m for m in reversed(request.messages) if m.role == "tool")
     return "tool said: " + (tool_msg.content or "")
@@ -120,6 +141,7 @@ def runtime() -> AgentRuntime:
     model = ScriptedModel(respond=_respond, on_call=_on_call)
     agents = [
         Agent("stepper", tools=[ten_steps]),
+        Agent("resumer", tools=[resumable]),
         Agent("asker", tools=[approved_charge, confirm], tool_timeout=timedelta(minutes=10)),
     ]
     return AgentRuntime(agents, model)

@@ -170,3 +170,32 @@ def test_ask_waits_across_a_worker_restart(harness: CrashHarness, tmp_path: Path
     # the step before the question ran once, across both workers
     assert witness.count("effect", session=sid, step=0) == 1
     assert witness.count("effect", session=sid, step=300) == 1
+
+
+@pytest.mark.parametrize(
+    ("crash_at", "finished"),
+    [
+        ("inner_step_marked:3", "from the snapshot"),  # two parts done: the hook finishes
+        ("inner_step_marked:2", "by the body"),  # one part done: the hook runs the body again
+    ],
+)
+def test_on_recovered_decides_with_the_snapshot(
+    harness: CrashHarness, tmp_path: Path, crash_at: str, finished: str
+) -> None:
+    harness.witness = tmp_path / "witness.jsonl"
+    witness = Witness(harness.witness)
+    drill = harness.drill("resumer", "go", crash_at=crash_at)
+    assert drill.crashed, drill.logs[0][-3000:]
+    assert drill.session.status == "completed", drill.logs[1][-3000:]
+    (tool_msg,) = [m for m in drill.history if m.role == "tool"]
+    result = json.loads(tool_msg.content or "null")
+    assert result["finished"] == finished, result
+    done = int(crash_at[-1]) - 1
+    (seen,) = witness.events("recovered", session=drill.session_id)
+    assert seen["snapshot"] == {"done": done}  # the last checkpoint before the crash
+    effects = Counter(e["step"] for e in witness.events("effect", session=drill.session_id))
+    if finished == "from the snapshot":  # part 3 never ran
+        assert effects == Counter({1: 1, 2: 1}) and result["snapshot"] == {"done": 2}
+    else:  # part 1 replayed, part 2 (cut before it ran) and part 3 ran once
+        assert effects == Counter({1: 1, 2: 1, 3: 1})
+        assert result["recovered"] is True

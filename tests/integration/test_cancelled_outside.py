@@ -8,25 +8,16 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from dbos_agents import AgentClient, AgentRuntime
 
+from .polling import until
+
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 DBOS_CLI = str(Path(sys.executable).with_name("dbos"))
-
-
-async def _until(pred: Callable[[], Any], what: str, within: float = 30) -> Any:
-    for _ in range(int(within / 0.05)):
-        value = await asyncio.to_thread(pred)
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise TimeoutError(what)
 
 
 def _dbos(*args: str, url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -45,7 +36,7 @@ async def test_a_session_cancelled_with_the_dbos_cli_reads_interrupted_and_takes
 ) -> None:
     h = await runtime.start("asker", "cancel me from outside")
     sid = h.session_id
-    await _until(lambda: client.pending(session_id=sid), "the wait never opened")
+    await until(lambda: client.pending(session_id=sid), "the wait never opened")
     listed = _dbos("list", "--limit", "1000", url=integration_database_url, cwd=tmp_path)
     assert listed.returncode == 0 and sid in listed.stdout, listed.stderr
     cancelled = _dbos("cancel", sid, url=integration_database_url, cwd=tmp_path)

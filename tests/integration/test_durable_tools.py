@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,17 +24,9 @@ from dbos_agents import (
 from dbos_agents.ids import durable_workflow_id
 
 from .durable_agents import CANCELLED, EFFECTS, STARTED
+from .polling import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-
-
-async def _until(pred: Callable[[], Any], what: str, within: float = 30) -> Any:
-    for _ in range(int(within / 0.05)):
-        value = await asyncio.to_thread(pred)
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise TimeoutError(what)
 
 
 def _rows(client: AgentClient, sql: str, **params: Any) -> list[Any]:
@@ -96,13 +87,13 @@ async def test_an_interrupt_cancels_a_running_durable_tool(
 ) -> None:
     h = await runtime.start("long_worker", "60")
     sid = h.session_id
-    await _until(lambda: STARTED.get(sid) is not None and STARTED[sid].is_set(), "step started")
+    await until(lambda: STARTED.get(sid) is not None and STARTED[sid].is_set(), "step started")
     await asyncio.to_thread(client.interrupt, sid)
     out = await asyncio.wait_for(h.result(), 20)
     assert out.status == "interrupted"
     # the inner step was cancelled in the middle (not left running for its 60 seconds),
     # the step after it never ran, and the tool's workflow is cancelled in DBOS
-    await _until(lambda: CANCELLED[sid] == 1, "inner step cancelled", within=10)
+    await until(lambda: CANCELLED[sid] == 1, "inner step cancelled", within=10)
     assert EFFECTS[f"slept:{sid}"] == 0 and EFFECTS[f"after:{sid}"] == 0
     (call,) = await asyncio.to_thread(client.tool_calls, sid)
     wf = durable_workflow_id(h.workflow_id, call.tool_call_id)
@@ -123,7 +114,7 @@ async def test_a_durable_tool_past_its_timeout_is_stopped_and_the_model_reads_it
     result = _tool_result(await h.history())
     assert result["error"]["kind"] == "tool-timeout"
     assert "within its timeout of 1 seconds" in result["error"]["message"]
-    await _until(lambda: CANCELLED[h.session_id] == 1, "inner step cancelled", within=10)
+    await until(lambda: CANCELLED[h.session_id] == 1, "inner step cancelled", within=10)
 
 
 async def test_a_checkpoint_that_is_not_json_fails_at_the_call_naming_the_path(
@@ -218,7 +209,7 @@ async def test_an_interrupt_while_a_durable_tool_asks_closes_the_wait_and_stops_
 ) -> None:
     h = await runtime.start("refunder", "900")
     sid = h.session_id
-    (wait,) = await _until(lambda: client.pending(session_id=sid), "approval wait")
+    (wait,) = await until(lambda: client.pending(session_id=sid), "approval wait")
     await asyncio.to_thread(client.interrupt, sid)
     out = await asyncio.wait_for(h.result(), 20)
     assert out.status == "interrupted"

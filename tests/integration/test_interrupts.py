@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -15,17 +13,9 @@ from dbos_agents import AgentClient, AgentRuntime, InterruptFailedError, Session
 from dbos_agents.records import PendingCall
 
 from .agents import EFFECTS, GATES
+from .polling import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-
-
-async def _until(pred: Callable[[], Any], what: str, within: float = 30) -> Any:
-    for _ in range(int(within / 0.05)):
-        value = await asyncio.to_thread(pred)
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise TimeoutError(what)
 
 
 async def _workflow_status(client: AgentClient, wf: str) -> str | None:
@@ -51,7 +41,7 @@ async def test_an_interrupt_that_cannot_cancel_changes_nothing(
     """Postgres refuses the cancellation (a trigger stands in for any failure mid-way):
     the interrupt raises, and the session, its wait and its workflow are untouched."""
     h = await runtime.start("asker", "keep going")
-    (p,) = await _until(lambda: client.pending(session_id=h.session_id), "pending call")
+    (p,) = await until(lambda: client.pending(session_id=h.session_id), "pending call")
     trigger = (
         "CREATE OR REPLACE FUNCTION dbos.refuse_cancel() RETURNS trigger LANGUAGE plpgsql AS"
         " $$ BEGIN IF NEW.status = 'CANCELLED' AND OLD.workflow_uuid = '" + h.workflow_id + "'"
@@ -114,10 +104,10 @@ async def test_a_resumed_interrupted_run_never_runs_its_tool_again(
     write over the follow-up's outcome."""
     h = await runtime.start("holder", "charge")
     key = f"held:{h.session_id}"
-    await _until(lambda: EFFECTS[key] == 1, "handler started")
+    await until(lambda: EFFECTS[key] == 1, "handler started")
     await asyncio.to_thread(client.interrupt, h.session_id)
     GATES[h.session_id].set()  # the handler returns; its attempt records the result
-    await _until(
+    await until(
         lambda: [c.status for c in client.tool_calls(h.session_id)] == ["completed"],
         "result row",
     )
@@ -139,7 +129,7 @@ async def test_the_waits_of_an_ended_run_are_closed(
     """A run ended without reading its wait (here an operator cancelled its workflow with
     DBOS directly): the wait is no longer pending, and a submit says why."""
     h = await runtime.start("asker", "cancelled behind our back")
-    (p,) = await _until(lambda: client.pending(session_id=h.session_id), "pending call")
+    (p,) = await until(lambda: client.pending(session_id=h.session_id), "pending call")
     await asyncio.to_thread(client.dbos.cancel_workflow, h.workflow_id)
     assert await asyncio.to_thread(client.pending, session_id=h.session_id) == []
     out = await asyncio.to_thread(
@@ -158,7 +148,7 @@ async def test_the_handle_of_an_interrupted_run_returns_interrupted(
     """An interrupt cancels the workflow, which publishes no outcome: ``result()`` returns
     the ``interrupted`` outcome instead of raising DBOS's cancellation error."""
     h = await runtime.start("asker", "wait for me")
-    await _until(lambda: client.pending(session_id=h.session_id), "the wait never opened")
+    await until(lambda: client.pending(session_id=h.session_id), "the wait never opened")
     out = await asyncio.to_thread(client.interrupt, h.session_id)
     assert h.session_id in out.interrupted_sessions, out
     res = await asyncio.wait_for(h.result(), 20)

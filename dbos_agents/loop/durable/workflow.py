@@ -81,6 +81,7 @@ async def _run(job: DurableJob) -> ToolResult:
             spec["run_seq"],
             tool.name,
             None if tool.timeout is None else tool.timeout.total_seconds(),
+            uuid.uuid4().hex,
         )
         async with drain.step():
             begun = rows.begun(await _one(engine, stmt))

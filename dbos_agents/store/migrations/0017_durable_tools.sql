@@ -3,7 +3,8 @@
 --
 -- durable_tools: one row per durable call, written as its workflow begins. ``deadline`` is
 -- the tool's timeout fixed once (NULL: none); ``executions`` counts the executions of its
--- body (more than one: it was recovered); ``snapshot`` is the last ``ctx.checkpoint`` and
+-- body (more than one: it was recovered; ``token`` names the latest, so a retried begin of
+-- the same execution does not count twice); ``snapshot`` is the last ``ctx.checkpoint`` and
 -- ``snapshot_no`` its number (a re-executed body checkpointing again never goes back).
 ALTER TABLE dbos_agents.tool_calls DROP CONSTRAINT tool_calls_kind_check;
 ALTER TABLE dbos_agents.tool_calls ADD CONSTRAINT tool_calls_kind_check
@@ -19,6 +20,7 @@ CREATE TABLE dbos_agents.durable_tools (
         CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
     deadline timestamptz,
     executions integer NOT NULL DEFAULT 1,
+    token text NOT NULL,
     snapshot jsonb,
     snapshot_no integer NOT NULL DEFAULT 0,
     started_at timestamptz NOT NULL DEFAULT now(),
