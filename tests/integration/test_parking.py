@@ -22,8 +22,9 @@ from dbos_agents.outcome import RunSpec
 from dbos_agents.worker import SessionHandle
 
 from .agents import EFFECTS
+from .polling import until
 from .test_client_tools import _pending, _tool_results
-from .test_interrupts import _until, _workflow_ends, _workflow_status
+from .test_interrupts import _workflow_ends, _workflow_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -38,7 +39,7 @@ async def _parked_wait(
     """Start a session whose first turn waits, and return once its wait parked."""
     h = await runtime.start(agent, message)
     (p,) = await _pending(client, h.session_id)
-    await _until(lambda: _parked(h.workflow_id), "the wait never parked")
+    await until(lambda: _parked(h.workflow_id), "the wait never parked")
     return h, p
 
 
@@ -140,7 +141,7 @@ async def test_a_parked_wait_times_out_at_its_deadline(
     parker = get_context().receiver
     h = await runtime.start("impatient", "hurry")
     (p,) = await _pending(client, h.session_id)
-    await _until(lambda: _parked(h.workflow_id), "the wait never parked", within=1.5)
+    await until(lambda: _parked(h.workflow_id), "the wait never parked", within=1.5)
     res = await asyncio.wait_for(h.result(), 20)
     assert res.status == "completed"
     (r,) = _tool_results(await h.history())
@@ -161,7 +162,7 @@ async def test_an_interrupt_reaches_a_parked_wait(
     assert out.interrupted_sessions == [h.session_id]
     # The interrupt cancels the workflow and wakes the wait: the resume finds it cancelled
     # and leaves it (nothing runs), and the wait is parked no more.
-    await _until(lambda: not _parked(h.workflow_id), "the interrupted wait stayed parked")
+    await until(lambda: not _parked(h.workflow_id), "the interrupted wait stayed parked")
     assert (await asyncio.to_thread(client.session, h.session_id)).status == "interrupted"
     assert await _workflow_status(client, h.workflow_id) == "CANCELLED"
     (tomb,) = await asyncio.to_thread(
@@ -194,11 +195,11 @@ async def test_a_persistent_sessions_idle_inbox_parks_and_wakes(
     # resumes it, and the recorded timeout (not a fresh one) ends the parked workflow.
     h1 = await runtime.start("pchat", "one")
     assert (await asyncio.wait_for(h1.result(), 20)).output == "echo 0: one"
-    await _until(lambda: _parked(h1.workflow_id), "the idle inbox never parked")
+    await until(lambda: _parked(h1.workflow_id), "the idle inbox never parked")
     h2 = await runtime.send(h1.session_id, "two")
     assert h2.workflow_id == h1.workflow_id
     assert (await asyncio.wait_for(h2.result(), 20)).output == "echo 1: two"
-    await _until(lambda: _parked(h1.workflow_id), "the idle inbox never parked again")
+    await until(lambda: _parked(h1.workflow_id), "the idle inbox never parked again")
 
     # The parked inbox reaches its idle TTL: the workflow ends.
     assert await _workflow_ends(client, h1.workflow_id) == "SUCCESS"
