@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -17,6 +18,7 @@ from dbos_agents import (
 from dbos_agents._dbos.internals import _system_database
 
 from .agents import CONTEXTS, EFFECTS
+from .polling import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -121,11 +123,17 @@ async def test_follow_up_continues_without_duplicating_messages(runtime: AgentRu
     assert info.run_seq == 2 and info.turns == 2
 
 
-async def test_message_to_a_busy_session_is_refused(runtime: AgentRuntime) -> None:
-    h = await runtime.start("parallel", "go")
+async def test_message_to_a_busy_session_is_refused(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    # Busy for sure: the run waits for a client tool's answer (a run that could finish on
+    # its own might end before the send on a loaded machine, and the send would succeed).
+    h = await runtime.start("asker", "go")
+    await until(lambda: client.pending(session_id=h.session_id), "the run waits")
     with pytest.raises(SessionBusyError):
         await runtime.send(h.session_id, "too soon")
-    await h.result()
+    await asyncio.to_thread(client.interrupt, h.session_id)
+    assert (await h.result()).status == "interrupted"
     assert sum(m.role == "user" for m in await h.history()) == 1
 
 
