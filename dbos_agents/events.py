@@ -115,6 +115,12 @@ class ProgressEvent(BaseModel):
     fraction: float | None = None
     cursor: str
 
+    @property
+    def note_id(self) -> str:
+        """``<tool_call_id>-<part>``: the note's stable id in the chat-UI protocols (a
+        note sent again replaces its first copy)."""
+        return f"{self.tool_call_id}-{self.part}"
+
 
 class MessageEvent(HistoryEntry):
     """A committed transcript message."""

@@ -202,16 +202,3 @@ def step_done_stmt(
             "err": None if error is None else storable.text(error),
         },
     )
-
-
-def steps_of(conn: sa.Connection, workflow_id: str) -> list[sa.Row[Any]]:
-    """A durable call's inner steps, in order (operators and tests)."""
-    return list(
-        conn.execute(
-            sa.text(
-                f"SELECT seq, name, safe_to_retry, status, output, error_type, error"
-                f" FROM {S}.tool_steps WHERE workflow_id = :wf ORDER BY seq"
-            ),
-            {"wf": workflow_id},
-        )
-    )

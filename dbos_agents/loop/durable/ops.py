@@ -110,7 +110,7 @@ class Ops:
             uuid.uuid4().hex,
         )
         async with drain.step():  # a drain lets a started step finish, and starts none
-            mark = rows.step_mark(await self._one(stmt, "inner step mark"))
+            mark = rows.step_mark(await fetch_one(self._engine, stmt, "inner step mark"))
             if not mark.live:
                 raise RunInterrupted(c.tool_call_id)
             if not mark.fresh:
@@ -176,15 +176,8 @@ class Ops:
             raise ValueError(f"ctx.progress: fraction must be within 0..1, got {fraction!r}")
         self._notes += 1
         c = self._call
-        stmt = deltas.progress_stmt(
-            c.spec["session_id"],
-            c.spec["run_seq"],
-            c.turn,
-            c.tool_call_id,
-            c.tool,
-            self._notes,
-            storable.text(note),
-            None if fraction is None else float(fraction),
+        stmt = self._note_stmt(
+            self._notes, storable.text(note), None if fraction is None else float(fraction)
         )
 
         async def write() -> None:
@@ -192,6 +185,20 @@ class Ops:
             get_context().ledger.announce(c.spec)
 
         return self._later(write())
+
+    def _note_stmt(self, number: int, text: str, fraction: float | None) -> pg.Stmt:
+        """Progress note ``number`` of this call (an ask's note too)."""
+        c = self._call
+        return deltas.progress_stmt(
+            c.spec["session_id"],
+            c.spec["run_seq"],
+            c.turn,
+            c.tool_call_id,
+            c.tool,
+            number,
+            text,
+            fraction,
+        )
 
     # --- questions ---------------------------------------------------------------------------
 
@@ -211,9 +218,7 @@ class Ops:
             arguments = input
         else:
             raise TypeError(f"ctx.ask takes a client tool or APPROVAL, got {target!r}")
-        timeout = within or (
-            c.agent.wait_timeout(name) if kind == "client" else c.agent.wait_timeout(c.tool)
-        )
+        timeout = within or c.agent.wait_timeout(name)
         await self.flush()
         stmt = pending.open_once_stmt(
             root_session_id=c.spec["root_session_id"],
@@ -229,16 +234,7 @@ class Ops:
             deadline=time.time() + timeout.total_seconds(),
         )
         waiting = "waiting for approval" if kind == "approval" else f"waiting for {name}"
-        shown = deltas.progress_stmt(
-            c.spec["session_id"],
-            c.spec["run_seq"],
-            c.turn,
-            c.tool_call_id,
-            c.tool,
-            note,
-            waiting,
-            None,
-        )
+        shown = self._note_stmt(note, waiting, None)
         async with drain.step():  # the wait and its note (readers: ``event: pending``)
             deadline = float((await self._one_of([stmt, shown], "open ask")).deadline)
         get_context().ledger.announce(c.spec)
@@ -270,14 +266,6 @@ class Ops:
         self._writes.append(task)
         return task
 
-    async def _one(self, stmt: pg.Stmt, what: str) -> Any:
-        async def go() -> Any:
-            async with pg.driver(self._engine) as conn:
-                (row,) = await pg.fetch(conn, stmt)
-            return row
-
-        return await retry_transient(what, go)
-
     async def _one_of(self, stmts: list[pg.Stmt], what: str) -> Any:
         """The first statement's row, all of them in one transaction."""
 
@@ -292,6 +280,17 @@ class Ops:
 
     async def _write(self, stmt: pg.Stmt, what: str) -> None:
         await retry_transient(what, lambda: pg.script(self._engine, [stmt]))
+
+
+async def fetch_one(engine: AsyncEngine, stmt: pg.Stmt, what: str) -> Any:
+    """The one row ``stmt`` returns, retried while the database is away."""
+
+    async def go() -> Any:
+        async with pg.driver(engine) as conn:
+            (row,) = await pg.fetch(conn, stmt)
+        return row
+
+    return await retry_transient(what, go)
 
 
 async def _done() -> None:
@@ -343,4 +342,4 @@ def _typed(adapter: TypeAdapter[Any] | None, output: Any) -> Any:
     return output if adapter is None else adapter.validate_python(output)
 
 
-__all__ = ["Call", "Ops"]
+__all__ = ["Call", "Ops", "fetch_one"]

@@ -40,7 +40,7 @@ from .. import drain
 from ..calls.base import RunInterrupted
 from ..calls.server import state_commit
 from ..context import get_context
-from .ops import Call, Ops
+from .ops import Call, Ops, fetch_one
 
 log = logging.getLogger("dbos_agents")
 
@@ -84,7 +84,7 @@ async def _run(job: DurableJob) -> ToolResult:
             uuid.uuid4().hex,
         )
         async with drain.step():
-            begun = rows.begun(await _one(engine, stmt))
+            begun = rows.begun(await fetch_one(engine, stmt, "begin durable tool"))
         if not begun.live:
             return _interrupted(cid, tool.name)
         call = Call(spec, agent, tool.name, cid, job["turn"], wf)
@@ -188,15 +188,6 @@ def _interrupted(cid: str, tool: str) -> ToolResult:
     return ToolResult.failure(cid, tool, INTERRUPTED, "The run was interrupted.")
 
 
-async def _one(engine: Any, stmt: pg.Stmt) -> Any:
-    async def go() -> Any:
-        async with pg.driver(engine) as conn:
-            (row,) = await pg.fetch(conn, stmt)
-        return row
-
-    return await retry_transient("begin durable tool", go)
-
-
 class _RunEnd:
     """Resolves when the call's run is no longer the session's running one (an interrupt),
     from the worker's LISTEN on run ends; a slow re-check covers a missed notification."""
@@ -234,6 +225,6 @@ class _RunEnd:
 async def _running(engine: Any, spec: RunSpec) -> bool:
     stmt = (rows.LIVE_SQL, {"s": spec["session_id"], "run": spec["run_seq"]})
     try:
-        return bool((await _one(engine, stmt)).ok)
+        return bool((await fetch_one(engine, stmt, "durable tool's run")).ok)
     except Exception:  # the database away: keep running, look again later
         return True

@@ -377,7 +377,7 @@ class Mapper:
 
 def _progress(e: ProgressEvent) -> CustomEvent:
     value = {
-        "id": f"{e.tool_call_id}-{e.part}",
+        "id": e.note_id,
         "toolCallId": e.tool_call_id,
         "tool": e.tool,
         "note": e.note,

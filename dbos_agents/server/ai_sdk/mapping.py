@@ -319,7 +319,7 @@ def _progress(e: ProgressEvent) -> ProgressPart:
         "note": e.note,
         "fraction": e.fraction,
     }
-    return ProgressPart(id=f"{e.tool_call_id}-{e.part}", data=data)
+    return ProgressPart(id=e.note_id, data=data)
 
 
 def _json(text: str) -> JsonValue:
