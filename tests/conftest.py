@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from dbos_agents.testing import create_fresh_database, drop_database, provision_test_database
+from dbos_agents.testing.database import TEST_DATABASE_URL_ENV
 
 FAST_PATHS = os.environ.get("DBOS_AGENTS_DBOS_FAST_PATHS", "true").lower() not in ("false", "0")
 needs_fast_paths = pytest.mark.skipif(
@@ -18,6 +20,28 @@ needs_fast_paths = pytest.mark.skipif(
 
 # No test calls a real model API by accident (dbos_agents.testing.guard); workers inherit it.
 pytest_plugins = ["dbos_agents.testing.pytest_plugin"]
+
+
+CONNECTIONS_PER_WORKER = 45
+"""What one pytest process holds at its peak (worker subprocesses, pools, listeners): 3
+processes peaked at 133 on the full suite."""
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``pytest -n auto``: one process more than the cores (the tests mostly wait on
+    Postgres and subprocesses), as many as the test server's ``max_connections`` holds;
+    0 (no workers, one process) without a server URL or with fewer than 2 that fit."""
+    url = os.environ.get(TEST_DATABASE_URL_ENV, "").strip()
+    if not url:
+        return 0  # testcontainers or the embedded server: one per process would be started
+    try:
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            row = conn.execute("SELECT current_setting('max_connections')::int").fetchone()
+    except psycopg.Error:
+        return 0  # the session fixture reports it
+    spare = (row[0] if row else 0) - 10
+    workers = min((os.cpu_count() or 1) + 1, spare // CONNECTIONS_PER_WORKER)
+    return workers if workers >= 2 else 0
 
 
 def _say(config: pytest.Config, line: str) -> None:
