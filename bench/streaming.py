@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _lib import cli
+from _lib import cli, pyspy
 from _lib.child import Child
 from _lib.db import LOCAL_SERVER
+from _lib.procfs import backend_cpu_seconds, cpu_seconds, host_busy_pct, host_cpu
 from _lib.stats import pct
 from rich.console import Console
 
@@ -89,7 +90,11 @@ async def latency_round(base: str, n: int, pieces: int) -> dict[str, Any]:
 
 
 def latency(
-    server_url: str, streams: list[int], pieces: int, pace_ms: float
+    server_url: str,
+    streams: list[int],
+    pieces: int,
+    pace_ms: float,
+    profile: Path | None = None,
 ) -> list[dict[str, Any]]:
     name = "dbos_agents_bench_streaming"
     url = create_fresh_database(server_url, name)
@@ -135,7 +140,28 @@ def latency(
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        return [asyncio.run(latency_round(base, n, pieces)) for n in streams]
+        rows = []
+        for n in streams:
+            spies = []
+            if profile is not None and n == max(streams):
+                profile.mkdir(parents=True, exist_ok=True)
+                for who, pid in (("worker", worker.proc.pid), ("server", server.pid)):
+                    spies.append(pyspy.record(pid, profile / f"streaming_{who}_{n}.txt"))
+            pids = {"worker": worker.proc.pid, "server": server.pid, "readers": os.getpid()}
+            cpu0 = {who: cpu_seconds(pid) for who, pid in pids.items()}
+            pg0, host0 = backend_cpu_seconds(name), host_cpu()
+            try:
+                row = asyncio.run(latency_round(base, n, pieces))
+            finally:
+                for spy in spies:
+                    pyspy.stop(spy)
+            for who, pid in pids.items():
+                row[f"{who}_cpu_s"] = round(cpu_seconds(pid) - cpu0[who], 2)
+            row["postgres_cpu_s"] = round(backend_cpu_seconds(name) - pg0, 2)
+            row["host_busy_pct"] = round(host_busy_pct(host0), 1)
+            row["profiled"] = bool(spies)
+            rows.append(row)
+        return rows
     finally:
         server.terminate()
         worker.proc.terminate()
@@ -168,17 +194,24 @@ def peer(server_url: str, sessions: int, turns: int) -> dict[str, Any] | None:
         drop_database(server_url, name)
 
 
-def report(console: Console, lat: list[dict[str, Any]], turns: dict[str, Any]) -> None:
+def report(console: Console, lat: list[dict[str, Any]], turns: dict[str, Any] | None) -> None:
     console.print(
         "\n[bold]Adapter -> SSE reader[/bold] (ms; pieces stamped as they leave the adapter)"
     )
-    console.print("| streams | pieces | p50 | p90 | p99 | max | sessions with a wrong count |")
-    console.print("|---:|---:|---:|---:|---:|---:|---:|")
+    console.print(
+        "| streams | pieces | p50 | p90 | p99 | max | sessions with a wrong count"
+        " | CPU s: worker | server | readers | Postgres | host busy % |"
+    )
+    console.print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in lat:
         console.print(
-            f"| {r['streams']} | {r['pieces']} | {r['p50_ms']} | {r['p90_ms']} | {r['p99_ms']}"
-            f" | {r['max_ms']} | {r['sessions_with_wrong_count']} |"
+            f"| {r['streams']}{' (py-spy)' if r['profiled'] else ''} | {r['pieces']}"
+            f" | {r['p50_ms']} | {r['p90_ms']} | {r['p99_ms']} | {r['max_ms']}"
+            f" | {r['sessions_with_wrong_count']} | {r['worker_cpu_s']} | {r['server_cpu_s']}"
+            f" | {r['readers_cpu_s']} | {r['postgres_cpu_s']} | {r['host_busy_pct']} |"
         )
+    if turns is None:
+        return
     console.print("\n[bold]Per turn[/bold] (ms, median of the rounds' medians)")
     console.print("| system | ms per turn | x streaming off | delta rows / turn | batches / turn |")
     console.print("|---|---:|---:|---:|---:|")
@@ -205,13 +238,18 @@ def main() -> None:
     p.add_argument("--streams", default="1,200")
     p.add_argument("--peers", action="store_true")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--profile", type=Path, help="py-spy the worker and server at the largest N")
+    p.add_argument("--latency-only", action="store_true", help="skip the per-turn part")
     cli.options(p, pieces=40, pace_ms=50.0, sessions=20, turns=10, rounds=3)
     args = p.parse_args()
     streams = [int(x) for x in args.streams.split(",") if x]
     with cli.report_to_stderr(args.json):
         console = Console()
         console.print(f"[streaming] latency: {streams} streams, {args.pieces} pieces each")
-        lat = latency(args.server_url, streams, args.pieces, args.pace_ms)
+        lat = latency(args.server_url, streams, args.pieces, args.pace_ms, args.profile)
+        if args.latency_only:
+            report(console, lat, None)
+            return
         console.print("[streaming] per turn: on/off alternated")
         turns = per_turn(args.server_url, args.sessions, args.turns, args.rounds)
         if args.peers:

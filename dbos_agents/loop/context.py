@@ -8,14 +8,15 @@ DBOS registers workflows by name at import, once per process, so the one launche
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 from dbos import DBOS
 
 from ..agent import Agent
 from ..errors import RuntimeNotLaunchedError, UnknownAgentError
-from ..models.base import Model
+from ..models.base import Model, StreamingModel
 from ..outcome import RunSpec
 from ..settings import Settings
 from ..store.listen import Listener
@@ -65,6 +66,18 @@ class LoopContext:
     ledger: Ledger
     receiver: Receiver = field(default_factory=InMemory)
     run_ends: RunEnds = field(default_factory=RunEnds)
+
+    @functools.cached_property
+    def _model_streams(self) -> bool:
+        """Decided once: a protocol ``isinstance`` walks the protocol's members each call."""
+        return isinstance(self.model, StreamingModel)
+
+    @property
+    def streaming_model(self) -> StreamingModel | None:
+        """The model, when replies stream (it can, and the setting allows it); else None."""
+        if self.settings.stream_replies and self._model_streams:
+            return cast(StreamingModel, self.model)
+        return None
 
     def agent(self, name: str) -> Agent:
         try:

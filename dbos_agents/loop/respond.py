@@ -48,8 +48,7 @@ class Reply:
 
 def streams() -> bool:
     """Whether this worker streams replies (its model can, and the setting allows it)."""
-    ctx = get_context()
-    return ctx.settings.stream_replies and isinstance(ctx.model, StreamingModel)
+    return get_context().streaming_model is not None
 
 
 class TurnStream:
@@ -141,17 +140,17 @@ async def respond(
     with backoff, up to ``model_max_attempts``, then becomes ``ModelError``."""
     ctx = get_context()
     model = ctx.model
+    streaming = ctx.streaming_model
     stream: TurnStream | None = None
-    if streams():
+    if streaming is not None:
         stream = TurnStream(spec, turn, ctx.ledger.announcer, logged or [])
     attempts = max(1, ctx.settings.model_max_attempts)
     delay = ctx.settings.model_backoff_initial_sec
     for attempt in range(1, attempts + 1):
         try:
-            if stream is None:
+            if streaming is None or stream is None:
                 return Reply(await model.complete(req))
-            assert isinstance(model, StreamingModel)
-            return await _streamed(model, req, stream)
+            return await _streamed(streaming, req, stream)
         except TransientModelError as exc:
             if stream is not None:
                 stream.cut()
