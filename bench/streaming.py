@@ -247,13 +247,12 @@ def main() -> None:
         console = Console()
         console.print(f"[streaming] latency: {streams} streams, {args.pieces} pieces each")
         lat = latency(args.server_url, streams, args.pieces, args.pace_ms, args.profile)
-        if args.latency_only:
-            report(console, lat, None)
-            return
-        console.print("[streaming] per turn: on/off alternated")
-        turns = per_turn(args.server_url, args.sessions, args.turns, args.rounds)
-        if args.peers:
-            turns["langgraph_stream"] = peer(args.server_url, args.sessions, args.turns)
+        turns = None
+        if not args.latency_only:
+            console.print("[streaming] per turn: on/off alternated")
+            turns = per_turn(args.server_url, args.sessions, args.turns, args.rounds)
+            if args.peers:
+                turns["langgraph_stream"] = peer(args.server_url, args.sessions, args.turns)
         report(console, lat, turns)
     if args.json:
         cli.print_json({"latency": lat, "per_turn": turns, "versions": cli.versions()})

@@ -346,11 +346,13 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
     @translated
     def token_generation(self, session_id: str) -> int:
         """The generation a session token must carry to be valid (see ``revoke_tokens``)."""
-        self._own(session_id)
-        gen = session_rows.token_generation(self.engine, session_id)
-        if gen is None:
+        storable.check_id(session_id, "session_id")
+        row = session_rows.token_generation(self.engine, session_id)
+        if row is None:
             raise SessionNotFoundError(session_id)
-        return gen
+        if self._scope is not None:
+            self._scope.check(session_id, row.user_id, row.tenant_id)
+        return int(row.token_generation)
 
     @translated
     def revoke_tokens(self, session_id: str) -> int:

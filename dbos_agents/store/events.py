@@ -18,11 +18,12 @@ from .. import _dbos
 from ..events import Cursor, PendingEvent, StateEvent
 from ..ids import ask_id
 from ..records import SessionEvents, StatusEvent
-from . import deltas, transcript
+from . import deltas, pg, transcript
 from . import state as state_rows
 from .deltas import Logged
 from .merge import Merged, merge
 from .pending import with_decoded_arguments
+from .pg import Stmt
 from .schema import SCHEMA as S
 
 BATCH = 500
@@ -84,17 +85,28 @@ def read_log(
     with engine.connect() as conn:
         conn.execution_options(isolation_level="REPEATABLE READ")
         with conn.begin():
-            row = conn.execute(sa.text(_STATUS), {"s": session_id}).first()
-            messages = transcript.entries(conn, session_id, after.seq, limit)
-            sql, params = deltas.read_stmt(session_id, after.delta, limit, after.seq)
-            logged = [Logged.of_row(r) for r in conn.execute(sa.text(sql), params)]
+            status_rows, message_rows, delta_rows = pg.pipelined(
+                conn,
+                [
+                    (_STATUS, {"s": session_id}),
+                    transcript.entries_stmt(session_id, after.seq, limit),
+                    deltas.read_stmt(session_id, after.delta, limit, after.seq),
+                ],
+            )
+            messages = [transcript.entry_of(r) for r in message_rows]
+            logged = [Logged.of_row(r) for r in delta_rows]
             call_ids = [c.id for m in messages for c in m.tool_calls]
             call_ids += [
                 ask_id(d.tool_call_id or "", d.part) for d in logged if d.kind == "progress"
             ]
-            waits = _open_waits(conn, session_id, call_ids, system_schema) if call_ids else {}
             results = [m.tool_call_id for m in messages if m.role == "tool" and m.tool_call_id]
-            states = _states(conn, session_id, results) if results else {}
+            more = [_waits_stmt(session_id, call_ids, system_schema)] if call_ids else []
+            if results:
+                more.append(state_rows.for_calls_stmt(session_id, results))
+            got = pg.pipelined(conn, more) if more else []
+    waits = _open_waits(got.pop(0)) if call_ids else {}
+    states = _states(got.pop(0)) if results else {}
+    row = status_rows[0] if status_rows else None
     log = merge(after, messages, logged, limit=limit, pending=waits, states=states)
     if row is None:
         return LogRead(None, None, None, log)
@@ -102,7 +114,7 @@ def read_log(
     return LogRead(status, generation, identity, log)
 
 
-def _states(conn: sa.Connection, session_id: str, call_ids: list[str]) -> dict[str, StateEvent]:
+def _states(rows: list[Any]) -> dict[str, StateEvent]:
     """The state versions these results committed (``event: state``)."""
     return {
         cid: StateEvent(
@@ -112,25 +124,24 @@ def _states(conn: sa.Connection, session_id: str, call_ids: list[str]) -> dict[s
             tool_call_id=cid,
             state=v.state,
         )
-        for cid, v in state_rows.for_calls(conn, session_id, call_ids).items()
+        for cid, v in state_rows.by_call(rows).items()
     }
 
 
-def _open_waits(
-    conn: sa.Connection, session_id: str, call_ids: list[str], system_schema: str
-) -> dict[str, PendingEvent]:
+def _waits_stmt(session_id: str, call_ids: list[str], system_schema: str) -> Stmt:
     """Waits of these calls still waiting for an answer (their run not ended)."""
     ended = ", ".join(f"'{s}'" for s in _dbos.ENDED)
-    rows = conn.execute(
-        sa.text(
-            "SELECT root_session_id, tool_call_id, kind, tool, arguments, output_schema,"
-            f" deadline FROM {S}.pending_calls WHERE owner_session_id = :s"
-            " AND tool_call_id = ANY(:ids) AND status = 'waiting' AND NOT EXISTS (SELECT 1"
-            f" FROM {_dbos.quoted(system_schema)}.workflow_status w"
-            f" WHERE w.workflow_uuid = owner_workflow_id AND w.status IN ({ended}))"
-        ),
+    return (
+        "SELECT root_session_id, tool_call_id, kind, tool, arguments, output_schema,"
+        f" deadline FROM {S}.pending_calls WHERE owner_session_id = :s"
+        " AND tool_call_id = ANY(:ids) AND status = 'waiting' AND NOT EXISTS (SELECT 1"
+        f" FROM {_dbos.quoted(system_schema)}.workflow_status w"
+        f" WHERE w.workflow_uuid = owner_workflow_id AND w.status IN ({ended}))",
         {"s": session_id, "ids": call_ids},
     )
+
+
+def _open_waits(rows: list[Any]) -> dict[str, PendingEvent]:
     return {
         r.tool_call_id: PendingEvent.model_validate(with_decoded_arguments(r._asdict()))
         for r in rows

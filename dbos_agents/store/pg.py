@@ -169,6 +169,19 @@ async def fetch_all(pg: Driver, stmts: Sequence[Stmt]) -> list[list[Any]]:
     return [await c.fetchall() if c.description is not None else [] for c in cursors]
 
 
+def pipelined(conn: sa.Connection, stmts: Sequence[Stmt]) -> list[list[Any]]:
+    """Reads in one round trip on a sync SQLAlchemy connection's driver, in its transaction
+    (the client's live-log read: three statements, one round trip). Rows as named tuples."""
+    raw: psycopg.Connection[Any] = conn.connection.driver_connection  # type: ignore[assignment]
+    cursors = []
+    with raw.pipeline():
+        for sql, params in stmts:
+            cur = raw.cursor(row_factory=namedtuple_row)
+            cur.execute(psycopg_sql(sql), params)
+            cursors.append(cur)
+    return [c.fetchall() if c.description is not None else [] for c in cursors]
+
+
 async def script(engine: AsyncEngine, stmts: Sequence[Stmt]) -> None:
     """Run writes as one script: bound on the client (psycopg's quoting), sent as one
     multi-statement query, which Postgres runs as one implicit transaction: all or

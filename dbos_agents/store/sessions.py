@@ -192,13 +192,16 @@ def _info(r: Any) -> SessionInfo:
 # --- inside the workflow (datasource transactions) -------------------------------------------
 
 
-def token_generation(engine: sa.Engine, session_id: str) -> int | None:
-    """The generation a valid session token must carry (None: no such session)."""
+def token_generation(engine: sa.Engine, session_id: str) -> Any | None:
+    """The generation a valid session token must carry, with the session's ``user_id`` and
+    ``tenant_id`` for a scoped caller's check, in one read (None: no such session)."""
     with engine.connect() as conn:
-        row = conn.execute(
-            sa.text(f"SELECT token_generation FROM {S}.sessions WHERE id = :s"), {"s": session_id}
+        return conn.execute(
+            sa.text(
+                f"SELECT token_generation, user_id, tenant_id FROM {S}.sessions WHERE id = :s"
+            ),
+            {"s": session_id},
         ).first()
-    return None if row is None else int(row[0])
 
 
 def revoke_tokens(engine: sa.Engine, session_id: str) -> int | None:

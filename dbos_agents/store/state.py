@@ -12,7 +12,7 @@ tool calls of one session commit one after the other, each on the other's result
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -125,13 +125,21 @@ def read(engine: sa.Engine, session_id: str, *, at_turn: int | None = None) -> S
     return None if row is None else StateVersion(**row._asdict())
 
 
-def for_calls(conn: sa.Connection, session_id: str, call_ids: list[str]) -> dict[str, Any]:
-    """The versions these calls committed, by call id (the live log's ``state`` events)."""
-    rows = conn.execute(
-        sa.text(
-            f"SELECT {_COLUMNS} FROM {S}.session_states WHERE session_id = :s"
-            " AND tool_call_id = ANY(:ids)"
-        ),
+def for_calls_stmt(session_id: str, call_ids: list[str]) -> Stmt:
+    """The versions these calls committed (the live log's ``state`` events)."""
+    return (
+        f"SELECT {_COLUMNS} FROM {S}.session_states WHERE session_id = :s"
+        " AND tool_call_id = ANY(:ids)",
         {"s": session_id, "ids": call_ids},
     )
+
+
+def by_call(rows: Iterable[Any]) -> dict[str, StateVersion]:
+    """``for_calls_stmt``'s rows by call id."""
     return {r.tool_call_id: StateVersion(**r._asdict()) for r in rows}
+
+
+def for_calls(conn: sa.Connection, session_id: str, call_ids: list[str]) -> dict[str, Any]:
+    """The versions these calls committed, by call id (the live log's ``state`` events)."""
+    sql, params = for_calls_stmt(session_id, call_ids)
+    return by_call(conn.execute(sa.text(sql), params))

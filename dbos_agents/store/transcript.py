@@ -172,18 +172,25 @@ def answered_stmt(session_id: str, tool_call_ids: list[str]) -> Stmt:
     )
 
 
+def entries_stmt(session_id: str, after_seq: int = 0, limit: int | None = None) -> Stmt:
+    """The stored messages with ``seq > after_seq``, in order (at most ``limit``)."""
+    return (
+        f"SELECT seq, run_seq, role, content, tool_calls, tool_call_id, name, created_at"
+        f" FROM {S}.messages WHERE session_id = :s AND seq > :n ORDER BY seq LIMIT :lim",
+        {"s": session_id, "n": after_seq, "lim": limit},
+    )
+
+
+def entry_of(row: Any) -> HistoryEntry:
+    return HistoryEntry.model_validate(row._asdict())
+
+
 def entries(
     conn: sa.Connection, session_id: str, after_seq: int = 0, limit: int | None = None
 ) -> list[HistoryEntry]:
     """The stored messages with ``seq > after_seq``, in order (at most ``limit``)."""
-    rows = conn.execute(
-        sa.text(
-            f"SELECT seq, run_seq, role, content, tool_calls, tool_call_id, name, created_at"
-            f" FROM {S}.messages WHERE session_id = :s AND seq > :n ORDER BY seq LIMIT :lim"
-        ),
-        {"s": session_id, "n": after_seq, "lim": limit},
-    ).all()
-    return [HistoryEntry.model_validate(r._asdict()) for r in rows]
+    sql, params = entries_stmt(session_id, after_seq, limit)
+    return [entry_of(r) for r in conn.execute(sa.text(sql), params).all()]
 
 
 def history(engine: sa.Engine, session_id: str) -> list[HistoryEntry]:
