@@ -133,6 +133,19 @@ async def guarded_refund(ctx: ToolContext, cents: int) -> str:
     return f"refunded {cents} ({answer.note})"
 
 
+@tool(durable=True)
+async def hurried_refund(ctx: ToolContext, cents: int) -> str:
+    """Asks for an approval within a second; without one it refunds nothing."""
+    from dbos_agents import AskTimeoutError
+
+    try:
+        await ctx.ask(APPROVAL, {"refund_cents": cents}, within=timedelta(seconds=1))
+    except AskTimeoutError as exc:
+        return f"no answer within {exc.timeout_sec:g}s"
+    await ctx.step("refund", _effect, f"refund:{ctx.session_id}:{cents}")
+    return f"refunded {cents}"
+
+
 def _turn(request: ModelRequest) -> int:
     return sum(1 for m in request.messages if m.role == "assistant")
 
@@ -152,6 +165,7 @@ CALLS = {
     "bad_saver": lambda arg: call("bad_checkpoint", {}),
     "failer": lambda arg: call("failing_step", {}),
     "refunder": lambda arg: call("guarded_refund", {"cents": int(arg or 500)}),
+    "hurried": lambda arg: call("hurried_refund", {"cents": int(arg or 500)}),
 }
 
 
@@ -174,4 +188,5 @@ AGENTS = [
     Agent("bad_saver", tools=[bad_checkpoint]),
     Agent("failer", tools=[failing_step]),
     Agent("refunder", tools=[guarded_refund, confirm_mid], tool_timeout=timedelta(minutes=5)),
+    Agent("hurried", tools=[hurried_refund]),
 ]

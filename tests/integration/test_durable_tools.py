@@ -220,3 +220,20 @@ async def test_an_interrupt_while_a_durable_tool_asks_closes_the_wait_and_stops_
     )
     assert row.status == "interrupted"
     assert EFFECTS[f"refund:{sid}:900"] == 0
+
+
+async def test_an_ask_past_its_deadline_raises_in_the_tool_and_closes_the_wait(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    h = await runtime.start("hurried", "300")
+    sid = h.session_id
+    (wait,) = await until(lambda: client.pending(session_id=sid), "approval wait")
+    out = await asyncio.wait_for(h.result(), 30)
+    assert out.status == "completed", out
+    assert _tool_result(await h.history()) == "no answer within 1s"
+    assert client.pending(session_id=sid) == []  # no wait left open for an inbox to show
+    (row,) = client.pending(session_id=sid, include_resolved=True)
+    assert (row.tool_call_id, row.status) == (wait.tool_call_id, "timed_out")
+    late = await asyncio.to_thread(client.submit_approval, sid, wait.tool_call_id, True)
+    assert late.status == "late_answer_after_timeout", late
+    assert EFFECTS[f"refund:{sid}:300"] == 0
