@@ -34,6 +34,15 @@ def _rows(client: AgentClient, sql: str, **params: Any) -> list[Any]:
         return list(conn.execute(sa.text(sql), params))
 
 
+async def _asking(
+    runtime: AgentRuntime, client: AgentClient, agent: str, message: str
+) -> tuple[Any, str, Any]:
+    """A session whose durable tool is waiting for its approval: (handle, id, the wait)."""
+    h = await runtime.start(agent, message)
+    (wait,) = await until(lambda: client.pending(session_id=h.session_id), "approval wait")
+    return h, h.session_id, wait
+
+
 def _tool_result(history: list[Any]) -> Any:
     (msg,) = [m for m in history if m.role == "tool"]
     try:
@@ -207,9 +216,7 @@ async def test_ask_waits_for_an_approval_and_a_browser_in_the_middle_of_a_tool(
 async def test_an_interrupt_while_a_durable_tool_asks_closes_the_wait_and_stops_it(
     runtime: AgentRuntime, client: AgentClient
 ) -> None:
-    h = await runtime.start("refunder", "900")
-    sid = h.session_id
-    (wait,) = await until(lambda: client.pending(session_id=sid), "approval wait")
+    h, sid, wait = await _asking(runtime, client, "refunder", "900")
     await asyncio.to_thread(client.interrupt, sid)
     out = await asyncio.wait_for(h.result(), 20)
     assert out.status == "interrupted"
@@ -225,9 +232,7 @@ async def test_an_interrupt_while_a_durable_tool_asks_closes_the_wait_and_stops_
 async def test_an_ask_past_its_deadline_raises_in_the_tool_and_closes_the_wait(
     runtime: AgentRuntime, client: AgentClient
 ) -> None:
-    h = await runtime.start("hurried", "300")
-    sid = h.session_id
-    (wait,) = await until(lambda: client.pending(session_id=sid), "approval wait")
+    h, sid, wait = await _asking(runtime, client, "hurried", "300")
     out = await asyncio.wait_for(h.result(), 30)
     assert out.status == "completed", out
     assert _tool_result(await h.history()) == "no answer within 1s"
