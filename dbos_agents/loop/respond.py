@@ -9,6 +9,7 @@ what the old one logged) or the adapter raises ``TransientModelError`` mid-strea
 retries with backoff). Either way the next attempt keeps the text already shown and asks a
 model that ``continues`` to extend it (``ModelRequest.continue_from``); a model that cannot
 is asked from the start, and the shown text is withdrawn first with a ``retract`` delta.
+An interrupt mid-reply closes the model's stream at once (``run_end``) and withdraws it.
 Pieces of a tool call cannot be continued: they are withdrawn, and the call comes whole
 from the next attempt. Each attempt's usage counts; a cut attempt's output is estimated
 from the text it wrote (four characters a token), its input is unknown.
@@ -28,7 +29,9 @@ from ..models.base import Completed, ModelRequest, StreamingModel, TextDelta, To
 from ..outcome import RunSpec
 from ..store import deltas
 from ..store.announce import Announcer
+from .calls.base import RunInterrupted
 from .context import get_context
+from .run_end import Ended, unless_ended
 
 log = logging.getLogger("dbos_agents")
 
@@ -150,7 +153,13 @@ async def respond(
         try:
             if streaming is None or stream is None:
                 return Reply(await model.complete(req))
-            return await _streamed(streaming, req, stream)
+            return await unless_ended(spec, _streamed(streaming, req, stream))
+        except Ended:
+            # Interrupted mid-reply: the model's stream is closed now (no more tokens paid
+            # for or shown), and readers are told the reply will not be final.
+            if stream is not None:
+                stream.withdraw()
+            raise RunInterrupted(f"turn {turn}") from None
         except TransientModelError as exc:
             if stream is not None:
                 stream.cut()

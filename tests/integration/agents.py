@@ -282,6 +282,7 @@ AGENTS = [
     Agent("booker", tools=[book]),
     Agent("streamer"),
     Agent("slow_streamer"),
+    Agent("endless_streamer"),
     Agent("stream_cut"),
     Agent("stream_cut_tool", tools=[get_order]),
     Agent("stream_fail"),

@@ -25,6 +25,11 @@ from dbos_agents.models import (
 
 ASKED: list[ModelRequest] = []
 CUTS: Counter[str] = Counter()
+PIECES: Counter[str] = Counter()
+"""``endless_streamer``: pieces yielded, by session message."""
+CLOSED: Counter[str] = Counter()
+"""``endless_streamer``: streams closed before their end (the caller stopped reading)."""
+ENDLESS = 1500
 _lock = threading.Lock()
 
 LONG_REPLY = "The quick brown fox jumps over the lazy dog, " * 4 + "and that is all."
@@ -60,6 +65,10 @@ class StreamedScript:
             CUTS[key] += 1
             first = CUTS[key] == 1
         agent = request.agent
+        if agent == "endless_streamer":  # a piece every 20 ms for 30 s
+            async for event in _endless(_key(request)):
+                yield event
+            return
         if agent in ("slow_streamer", "slow_tool_streamer"):  # a piece every 20 ms
             async for event in self.inner.stream(request):
                 await asyncio.sleep(0.02)
@@ -86,3 +95,17 @@ class StreamedScript:
         if agent == "stream_fail":
             raise ModelError("the provider refused to go on")
         raise TransientModelError("connection reset mid reply")
+
+
+async def _endless(key: str) -> AsyncIterator[ModelEvent]:
+    done = False
+    try:
+        for _ in range(ENDLESS):
+            await asyncio.sleep(0.02)
+            PIECES[key] += 1
+            yield TextDelta(text="tick ")
+        done = True
+        yield Completed(response=ModelResponse(text="tick " * ENDLESS))
+    finally:
+        if not done:
+            CLOSED[key] += 1

@@ -24,6 +24,9 @@ from dbos_agents import (
     StatusEvent,
 )
 
+from .polling import until
+from .streaming_model import CLOSED, ENDLESS, PIECES
+
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 LONG = "tell me a long story about streams that never skip a piece"
@@ -225,3 +228,35 @@ async def test_the_async_stream_is_woken_not_polled(
     await aclient.submit_tool_result(sid, wait.tool_call_id, result={"ok": True})
     await asyncio.wait_for(reading, 60)
     assert isinstance(seen[-1], StatusEvent) and seen[-1].status == "completed"
+
+
+async def test_an_interrupt_mid_stream_stops_the_model_and_withdraws_the_reply(
+    runtime: AgentRuntime, client: AgentClient, aclient: AsyncAgentClient
+) -> None:
+    h = await runtime.start("endless_streamer", "never stop")
+    sid, key = h.session_id, "endless_streamer:never stop:0"
+    seen: list[SessionEvent] = []
+
+    async def read() -> None:
+        async for e in aclient.stream(sid, timeout=60, poll=30):
+            seen.append(e)
+
+    reader = asyncio.ensure_future(read())
+    try:
+        await until(lambda: any(isinstance(e, DeltaEvent) for e in seen), "a first delta")
+        await asyncio.to_thread(client.interrupt, sid)
+        out = await asyncio.wait_for(h.result(), 20)
+        assert out.status == "interrupted", out
+        # the model's stream is closed at the interrupt, not run to its end (30 s)
+        await until(lambda: CLOSED[key] == 1, "the model's stream closed", within=10)
+        stopped_at = PIECES[key]
+        assert stopped_at < ENDLESS
+        # readers are told the partial reply will not be final, and see nothing after it
+        await until(lambda: any(isinstance(e, RetractEvent) for e in seen), "a retraction")
+        await asyncio.sleep(0.3)
+        assert PIECES[key] == stopped_at
+        tail = [e for e in seen if isinstance(e, DeltaEvent | RetractEvent)]
+        assert isinstance(tail[-1], RetractEvent) and tail[-1].tool_index is None
+        assert not [m for m in client.history(sid) if m.role == "assistant"]
+    finally:
+        reader.cancel()

@@ -33,13 +33,13 @@ from ...store import durable as rows
 from ...store import pg
 from ...store import state as state_rows
 from ...store.calls import retry_transient
-from ...store.runs import run_key
 from ...tool_context import ToolContext
 from ...tools import Tool
 from .. import drain
 from ..calls.base import RunInterrupted
 from ..calls.server import state_commit
 from ..context import get_context
+from ..run_end import RunEnd
 from .ops import Call, Ops, fetch_one
 
 log = logging.getLogger("dbos_agents")
@@ -72,7 +72,7 @@ async def _run(job: DurableJob) -> ToolResult:
     wf = DBOS.workflow_id
     assert wf is not None
     engine = ctx.ledger.ds.engine
-    ended = _RunEnd(spec)  # listening before the begin: no interrupt falls in between
+    ended = RunEnd(spec)  # listening before the begin: no interrupt falls in between
     try:
         stmt = rows.begin_stmt(
             spec["session_id"],
@@ -136,7 +136,7 @@ async def _body(tool: Tool, tctx: ToolContext, args: BaseModel, ops: Ops) -> Too
 
 
 async def _bounded(
-    body: Any, deadline: float | None, ended: _RunEnd, cid: str, tool: Tool
+    body: Any, deadline: float | None, ended: RunEnd, cid: str, tool: Tool
 ) -> ToolResult:
     """The body, cancelled at the tool's deadline or when its run ends meanwhile."""
     task: asyncio.Task[ToolResult] = asyncio.ensure_future(body)
@@ -188,43 +188,3 @@ def _interrupted(cid: str, tool: str) -> ToolResult:
     return ToolResult.failure(cid, tool, INTERRUPTED, "The run was interrupted.")
 
 
-class _RunEnd:
-    """Resolves when the call's run is no longer the session's running one (an interrupt),
-    from the worker's LISTEN on run ends; a slow re-check covers a missed notification."""
-
-    def __init__(self, spec: RunSpec) -> None:
-        self._spec = spec
-        ctx = get_context()
-        self._listener = ctx.run_ends.listener
-        s = ctx.settings
-        self._recheck = (
-            s.result_recheck_sec if self._listener is None else s.wake_recheck_interval_sec
-        )
-        self._key = run_key(spec["session_id"], spec["run_seq"])
-        self._fut = None if self._listener is None else self._listener.waiter(self._key)
-
-    async def wait(self) -> None:
-        engine = get_context().ledger.ds.engine
-        while True:
-            if self._fut is not None:
-                await asyncio.wait({self._fut}, timeout=self._recheck)
-            else:
-                await asyncio.sleep(self._recheck)
-            self.close()
-            if self._listener is not None:
-                self._fut = self._listener.waiter(self._key)
-            if not await _running(engine, self._spec):
-                return
-
-    def close(self) -> None:
-        if self._fut is not None and self._listener is not None:
-            self._listener.discard(self._key, self._fut)
-            self._fut = None
-
-
-async def _running(engine: Any, spec: RunSpec) -> bool:
-    stmt = (rows.LIVE_SQL, {"s": spec["session_id"], "run": spec["run_seq"]})
-    try:
-        return bool((await fetch_one(engine, stmt, "durable tool's run")).ok)
-    except Exception:  # the database away: keep running, look again later
-        return True

@@ -1,0 +1,96 @@
+"""Hearing that a run ended while part of it still works: a durable tool's body, a model's
+streamed reply. An interrupt ends the run in its own transaction; the worker hears it on
+its LISTEN connection on run ends, confirms it with a read of the session (the fence every
+write of the run checks), and the work in progress is cancelled at once instead of running
+on to be fenced at its end. A slow re-check covers a missed notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from ..outcome import RunSpec
+from ..store import durable as rows
+from ..store.runs import run_key
+from .context import get_context
+from .durable.ops import fetch_one
+
+T = TypeVar("T")
+
+
+class RunEnd:
+    """Resolves when the run is no longer the session's running one (an interrupt). Made
+    before the work starts, so an end that comes first is not missed."""
+
+    def __init__(self, spec: RunSpec) -> None:
+        self._spec = spec
+        ctx = get_context()
+        self._listener = ctx.run_ends.listener
+        s = ctx.settings
+        self._recheck = (
+            s.result_recheck_sec if self._listener is None else s.wake_recheck_interval_sec
+        )
+        self._key = run_key(spec["session_id"], spec["run_seq"])
+        self._fut = None if self._listener is None else self._listener.waiter(self._key)
+
+    @property
+    def heard(self) -> bool:
+        """The worker listens on run ends (not so in a process without a listener)."""
+        return self._listener is not None
+
+    async def wait(self) -> None:
+        engine = get_context().ledger.ds.engine
+        while True:
+            if self._fut is not None:
+                await asyncio.wait({self._fut}, timeout=self._recheck)
+            else:
+                await asyncio.sleep(self._recheck)
+            self.close()
+            if self._listener is not None:
+                self._fut = self._listener.waiter(self._key)
+            if not await _running(engine, self._spec):
+                return
+
+    def close(self) -> None:
+        if self._fut is not None and self._listener is not None:
+            self._listener.discard(self._key, self._fut)
+            self._fut = None
+
+
+class Ended(Exception):
+    """The run ended (an interrupt) before the work did; the work was cancelled."""
+
+
+async def unless_ended(spec: RunSpec, work: Awaitable[T]) -> T:
+    """``work``'s result, or ``Ended`` once the run ends first (the work cancelled). Where
+    the worker does not listen on run ends, the work just runs (its writes are fenced)."""
+    ended = RunEnd(spec)
+    if not ended.heard:
+        ended.close()
+        return await work
+    task: asyncio.Future[T] = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(ended.wait())
+    both: set[asyncio.Future[Any]] = {task, watch}
+    try:
+        done, _ = await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # the caller was cancelled: so is the work
+        task.cancel()
+        raise
+    finally:
+        watch.cancel()
+        ended.close()
+    if task in done:
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    raise Ended(spec["session_id"])
+
+
+async def _running(engine: Any, spec: RunSpec) -> bool:
+    stmt = (rows.LIVE_SQL, {"s": spec["session_id"], "run": spec["run_seq"]})
+    try:
+        return bool((await fetch_one(engine, stmt, "the run's state")).ok)
+    except Exception:  # the database away: keep running, look again later
+        return True
