@@ -126,6 +126,12 @@ function renderTool(part) {
   return box;
 }
 
+// A running tool's note (``ctx.progress``): one line per note, replaced when sent again.
+function renderProgress(data) {
+  const done = typeof data.fraction === "number" ? ` (${Math.round(data.fraction * 100)}%)` : "";
+  return el("div", { class: "progress", "data-tool": data.tool }, `${data.tool}: ${data.note}${done}`);
+}
+
 function render() {
   if (chat === undefined) return;
   log.replaceChildren(
@@ -134,6 +140,7 @@ function render() {
       for (const part of m.parts) {
         if (part.type === "text") box.append(el("span", { class: "text" }, part.text));
         else if (part.type === "dynamic-tool" || part.type.startsWith("tool-")) box.append(renderTool(part));
+        else if (part.type === "data-progress") box.append(renderProgress(part.data));
       }
       return box;
     }),

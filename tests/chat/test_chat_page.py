@@ -1,6 +1,6 @@
 """The example chat page (``/chat/{agent}``) in Debian's Chromium, driven by playwright:
-a client tool runs in the browser, an approval button works, tokens appear before the turn
-ends, and a worker SIGKILLed mid-answer leaves the page with exactly the stored reply (last:
+a client tool runs in the browser, an approval button works, a durable tool's notes and
+asks show, tokens appear before the turn ends, and a worker SIGKILLed mid-answer leaves the page with exactly the stored reply (last:
 it replaces the module's worker).
 
 ``DBOS_AGENTS_CHAT_SCREENSHOT=docs/chat-page.png`` also saves a screenshot mid-answer.
@@ -120,6 +120,28 @@ def test_an_approval_button_works(page: Page, server: LiveServer, harness: Crash
         "closer got:", timeout=30_000
     )
     assert "acc-1" in _stored_reply(harness.client, _session(page, "closer"))
+
+
+def test_a_durable_tool_shows_its_notes_and_asks_in_the_page(
+    page: Page, server: LiveServer, harness: CrashHarness
+) -> None:
+    _open(page, server, "keeper")
+    _send(page, "close acc-7")
+    notes = page.locator(".message.assistant .progress")
+    expect(notes.first).to_have_text("checked_close: asking for approval", timeout=30_000)
+    approve = page.locator(".tool button.approve")
+    expect(approve).to_be_visible(timeout=30_000)
+    expect(notes).to_contain_text(["checked_close: waiting for approval"])
+    approve.click()
+    dialog = page.locator("dialog#ask")
+    expect(dialog).to_be_visible(timeout=30_000)
+    expect(dialog.locator(".question")).to_have_text("close acc-7?")
+    dialog.locator(".yes").click()
+    expect(page.locator(".message.assistant .text").last).to_contain_text(
+        "keeper got:", timeout=30_000
+    )
+    reply = _stored_reply(harness.client, _session(page, "keeper"))
+    assert "acc-7" in reply and "confirmed in the browser" in reply
 
 
 def test_tokens_stream_in_and_a_killed_worker_leaves_the_stored_reply(
