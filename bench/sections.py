@@ -69,26 +69,54 @@ def parked_section(f: dict[str, Any]) -> list[str]:
         return met(ok) if at_size else f"n/a ({f['parked']} waiting)"
 
     rows = [
-        ("time to park (first start -> last armed)",
-         f"{f['park_s']:.1f} s ({f['park_rate']:.0f}/s, worker CPU {f['park_worker_cpu_s']:.1f} s)",
-         "", ""),
-        ("RSS above the launch baseline per waiting session",
-         f"{f['rss_kb_per_session']:.1f} KB", "<= 20 KB at 10,000",
-         judged(f["rss_kb_per_session"] <= 20)),
-        ("OS threads: baseline / parked / max seen",
-         f"{f['baseline_threads']} / {f['parked_threads']} / {f['max_threads']}", "<= 64",
-         met(f["max_threads"] <= 64)),
-        ("Postgres connections of the worker: parked / max",
-         f"{f['pg_conns_parked']} / {f['pg_conns_max']}", "", ""),
-        ("worker CPU while parked and idle",
-         f"{f['idle_cpu_pct']:.1f} % of a core (before parking {f['base_idle_cpu_pct']:.1f} %)",
-         "", ""),
-        (f"submit -> run finished p50 ({f['samples']} sequential)", f"{f['p50_ms']:.1f} ms",
-         "<= 20 ms at 10,000", judged(f["p50_ms"] <= 20)),
-        ("submit -> run finished p99", f"{f['p99_ms']:.1f} ms", "<= 100 ms at 10,000",
-         judged(f["p99_ms"] <= 100)),
-        (f"burst of {f['burst']} submits: drain rate", f"{f['drain_per_s']:.1f} sessions/s",
-         ">= 60/s", met(f["drain_per_s"] >= 60)),
+        (
+            "time to park (first start -> last armed)",
+            f"{f['park_s']:.1f} s ({f['park_rate']:.0f}/s, worker CPU {f['park_worker_cpu_s']:.1f} s)",
+            "",
+            "",
+        ),
+        (
+            "RSS above the launch baseline per waiting session",
+            f"{f['rss_kb_per_session']:.1f} KB",
+            "<= 20 KB at 10,000",
+            judged(f["rss_kb_per_session"] <= 20),
+        ),
+        (
+            "OS threads: baseline / parked / max seen",
+            f"{f['baseline_threads']} / {f['parked_threads']} / {f['max_threads']}",
+            "<= 64",
+            met(f["max_threads"] <= 64),
+        ),
+        (
+            "Postgres connections of the worker: parked / max",
+            f"{f['pg_conns_parked']} / {f['pg_conns_max']}",
+            "",
+            "",
+        ),
+        (
+            "worker CPU while parked and idle",
+            f"{f['idle_cpu_pct']:.1f} % of a core (before parking {f['base_idle_cpu_pct']:.1f} %)",
+            "",
+            "",
+        ),
+        (
+            f"submit -> run finished p50 ({f['samples']} sequential)",
+            f"{f['p50_ms']:.1f} ms",
+            "<= 20 ms at 10,000",
+            judged(f["p50_ms"] <= 20),
+        ),
+        (
+            "submit -> run finished p99",
+            f"{f['p99_ms']:.1f} ms",
+            "<= 100 ms at 10,000",
+            judged(f["p99_ms"] <= 100),
+        ),
+        (
+            f"burst of {f['burst']} submits: drain rate",
+            f"{f['drain_per_s']:.1f} sessions/s",
+            ">= 60/s",
+            met(f["drain_per_s"] >= 60),
+        ),
         ("burst: worker CPU per resumed turn", f"{f['cpu_ms_per_turn']:.1f} ms", "", ""),
     ]
     return [
@@ -131,7 +159,7 @@ def parking_section(parked: dict[str, Any], in_memory: dict[str, Any]) -> list[s
         "",
         "The same run of `bench/parked.py` with `--park-after never`: every wait stays a"
         " suspended workflow in memory. Parking trades memory for the replay a resume"
-        f" pays ({parked['parked']} sessions; docs/architecture.md, \"Parked waits\").",
+        f' pays ({parked["parked"]} sessions; docs/architecture.md, "Parked waits").',
         "",
         table(("figure", "in memory", "parked", "parked / in memory"), [tuple(r) for r in rows]),
         "",
@@ -151,10 +179,18 @@ def recovery_section(r: dict[str, Any]) -> list[str]:
         ("recovered sessions / s", f"{rec['sessions_per_sec']:.1f}", "", ""),
         ("worker CPU over the recovery (all threads)", f"{rec['worker_cpu_sec']:.1f} s", "", ""),
         ("Postgres CPU over the recovery", f"{rec['postgres_cpu_sec']:.1f} s", "", ""),
-        ("duplicate effects", str(chk["duplicate_effects"]), "0",
-         met(chk["duplicate_effects"] == 0)),
-        ("durability errors (the model told the outcome is unknown)",
-         str(chk["durability_errors"]), "", ""),
+        (
+            "duplicate effects",
+            str(chk["duplicate_effects"]),
+            "0",
+            met(chk["duplicate_effects"] == 0),
+        ),
+        (
+            "durability errors (the model told the outcome is unknown)",
+            str(chk["durability_errors"]),
+            "",
+            "",
+        ),
     ]
     return [
         "## Recovery after SIGKILL",

@@ -197,9 +197,7 @@ def token_generation(engine: sa.Engine, session_id: str) -> Any | None:
     ``tenant_id`` for a scoped caller's check, in one read (None: no such session)."""
     with engine.connect() as conn:
         return conn.execute(
-            sa.text(
-                f"SELECT token_generation, user_id, tenant_id FROM {S}.sessions WHERE id = :s"
-            ),
+            sa.text(f"SELECT token_generation, user_id, tenant_id FROM {S}.sessions WHERE id = :s"),
             {"s": session_id},
         ).first()
 

@@ -186,5 +186,3 @@ async def _record(
 
 def _interrupted(cid: str, tool: str) -> ToolResult:
     return ToolResult.failure(cid, tool, INTERRUPTED, "The run was interrupted.")
-
-
