@@ -137,9 +137,3 @@ def for_calls_stmt(session_id: str, call_ids: list[str]) -> Stmt:
 def by_call(rows: Iterable[Any]) -> dict[str, StateVersion]:
     """``for_calls_stmt``'s rows by call id."""
     return {r.tool_call_id: StateVersion(**r._asdict()) for r in rows}
-
-
-def for_calls(conn: sa.Connection, session_id: str, call_ids: list[str]) -> dict[str, Any]:
-    """The versions these calls committed, by call id (the live log's ``state`` events)."""
-    sql, params = for_calls_stmt(session_id, call_ids)
-    return by_call(conn.execute(sa.text(sql), params))

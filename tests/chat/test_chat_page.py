@@ -66,6 +66,18 @@ def _send(page: Page, text: str) -> None:
     page.press("#composer input", "Enter")
 
 
+def _say_yes(page: Page, question: str) -> None:
+    """Answer the client tool's dialog (the page's ``confirm``) with yes."""
+    dialog = page.locator("dialog#ask")
+    expect(dialog).to_be_visible(timeout=30_000)
+    expect(dialog.locator(".question")).to_have_text(question)
+    dialog.locator(".yes").click()
+
+
+def _expect_reply(page: Page, start: str) -> None:
+    expect(page.locator(".message.assistant .text").last).to_contain_text(start, timeout=30_000)
+
+
 def _session(page: Page, agent: str) -> str:
     chat_id = page.evaluate("window.dbosChat.id")
     return session_of_chat(SECRET, agent, chat_id)
@@ -98,13 +110,8 @@ def test_a_client_tool_runs_in_the_browser(
 ) -> None:
     _open(page, server, "asker")
     _send(page, "Ship order 1042?")
-    dialog = page.locator("dialog#ask")
-    expect(dialog).to_be_visible(timeout=30_000)
-    expect(dialog.locator(".question")).to_have_text("Ship order 1042?")
-    dialog.locator(".yes").click()
-    expect(page.locator(".message.assistant .text").last).to_contain_text(
-        "asker got:", timeout=30_000
-    )
+    _say_yes(page, "Ship order 1042?")
+    _expect_reply(page, "asker got:")
     sid = _session(page, "asker")
     reply = _stored_reply(harness.client, sid)
     assert '"ok":true' in reply.replace(" ", "") and "confirmed in the browser" in reply
@@ -116,9 +123,7 @@ def test_an_approval_button_works(page: Page, server: LiveServer, harness: Crash
     approve = page.locator(".tool button.approve")
     expect(approve).to_be_visible(timeout=30_000)
     approve.click()
-    expect(page.locator(".message.assistant .text").last).to_contain_text(
-        "closer got:", timeout=30_000
-    )
+    _expect_reply(page, "closer got:")
     assert "acc-1" in _stored_reply(harness.client, _session(page, "closer"))
 
 
@@ -133,13 +138,8 @@ def test_a_durable_tool_shows_its_notes_and_asks_in_the_page(
     expect(approve).to_be_visible(timeout=30_000)
     expect(notes).to_contain_text(["checked_close: waiting for approval"])
     approve.click()
-    dialog = page.locator("dialog#ask")
-    expect(dialog).to_be_visible(timeout=30_000)
-    expect(dialog.locator(".question")).to_have_text("close acc-7?")
-    dialog.locator(".yes").click()
-    expect(page.locator(".message.assistant .text").last).to_contain_text(
-        "keeper got:", timeout=30_000
-    )
+    _say_yes(page, "close acc-7?")
+    _expect_reply(page, "keeper got:")
     reply = _stored_reply(harness.client, _session(page, "keeper"))
     assert "acc-7" in reply and "confirmed in the browser" in reply
 
