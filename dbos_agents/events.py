@@ -130,8 +130,10 @@ class MessageEvent(HistoryEntry):
 
 
 class PendingEvent(BaseModel):
-    """A wait opened by a tool call of the message just before it, still open when read:
-    a client tool to answer or an approval to decide (submit to ``root_session_id``)."""
+    """A wait still open when read: a client tool to answer or an approval to decide
+    (submit to ``root_session_id``). Opened by a tool call of the message just before it,
+    by a durable tool's ask (after its note), or, in a root session's log, by a sub-agent
+    anywhere in its tree (``owner_session_id`` is then that sub-agent's session)."""
 
     event: ClassVar[str] = "pending"
     root_session_id: str
@@ -141,6 +143,8 @@ class PendingEvent(BaseModel):
     arguments: JSONValue
     output_schema: dict[str, JSONValue] | None
     deadline: datetime
+    owner_session_id: str | None = None
+    """The session whose run waits (None from a writer that did not say)."""
 
 
 class StateEvent(BaseModel):

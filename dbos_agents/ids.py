@@ -29,6 +29,21 @@ def idempotency_key(session_id: str, tool_call_id: str) -> str:
     return f"dbosag_{digest[:40]}"
 
 
+def child_session_id(parent_workflow_id: str, tool_call_id: str) -> str:
+    """A sub-agent call's session (and its first run's workflow): a child of the workflow
+    that made the call."""
+    return f"{parent_workflow_id}{_SUB}{tool_call_id}"
+
+
+def root_call(session_id: str) -> str | None:
+    """The root's tool call that started sub-agent session ``session_id``, directly or
+    through sub-agents of its own; None for a root session."""
+    parts = session_id.split(_SUB)
+    return parts[1] if len(parts) > 1 else None
+
+
+_SUB = "::sub::"
+
 DURABLE_WORKFLOW_NAME = "dbos_agents.durable_tool.v1"
 """The registered name of a durable tool's workflow (``@tool(durable=True)``)."""
 

@@ -5,8 +5,9 @@ directly so the spinner can show the status between reads): a reply's text is pr
 the model writes it, and its message, when it comes, adds only its tool calls; a running
 tool's progress notes print one a line, under the call. Waits on a
 client tool or approval come as ``pending`` events, right after the message that opened
-them, with the command that answers them; those of its sub-agents (whose messages are
-another session's) are looked up in the tree's pending calls, at most once a second.
+them, with the command that answers them. A root session's log has its sub-agents' waits
+too; following a sub-agent, those of the tree below it are looked up in the tree's
+pending calls, at most once a second.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def follow(
                         return e.status
                 if step == "more":
                     continue
-                if time.monotonic() >= next_check:  # the sub-agents' waits
+                if root != session_id and time.monotonic() >= next_check:  # the tree's waits
                     next_check = time.monotonic() + TREE_CHECK_SEC
                     for p in client.pending(session_id=root):
                         if p.tool_call_id not in shown:

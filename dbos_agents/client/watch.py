@@ -168,7 +168,8 @@ class LiveWatch:
     async def wait(self, timeout: float, cursor: Cursor) -> list[Logged] | None:  # noqa: ASYNC109
         """New deltas after ``cursor`` that a reader up to date with messages may show as
         they are; None: read in full (something else changed, a row follows a message
-        the reader has not read, or ``timeout`` seconds passed)."""
+        the reader has not read, a tool's note or a sub-agent's wait came, or ``timeout``
+        seconds passed)."""
         rows = self._sub.take(cursor.delta)
         if not rows and not self.watch.fired():
             await asyncio.wait(
@@ -180,8 +181,8 @@ class LiveWatch:
         if self.watch.fired():
             self.watch.rearm()
             return None
-        if not rows or any(r.after_seq > cursor.seq for r in rows):
-            return None
+        if not rows or any(r.after_seq > cursor.seq or r.kind == "progress" for r in rows):
+            return None  # a note may come with its wait, which only a full read reads
         return rows
 
     def close(self) -> None:

@@ -15,8 +15,9 @@ writes them and committed messages, merged. Each event that moves the resume poi
   created_at}``: a committed message (an assistant message's text is its turn's deltas).
 
 Without an ``id`` (they do not move the resume point): ``event: pending`` (a wait opened by
-the message just before it), ``event: status`` (``{status, run_seq, final_output, error}``,
-once per run end) and ``event: expired``. A client resumes with ``Last-Event-ID`` (what
+the message just before it, or, on a root's stream, by a sub-agent of its tree: its
+``owner_session_id`` says which), ``event: status`` (``{status, run_seq, final_output,
+error}``, once per run end) and ``event: expired``. A client resumes with ``Last-Event-ID`` (what
 ``EventSource`` sends on reconnect; it wins) or ``?offset=``: it misses nothing and sees
 nothing twice.
 

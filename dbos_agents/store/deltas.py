@@ -12,6 +12,12 @@ A durable tool's progress note (``ctx.progress``, kind ``progress``) shares the 
 readers see it in order and resume past it, but it is no piece of a reply: it is keyed
 ``(session, tool call, part)`` (a re-executed tool body reporting it again writes
 nothing), and a turn continuing its reply never reads it (``logged_stmt``, ``partial``).
+
+A wait opened in a sub-agent (its client tool or approval, from a turn or a durable tool's
+ask) is marked in the root session's log by a ``progress`` row numbered ``WAIT_MARK`` and
+keyed by the wait's call id (``wait_mark_stmt``): readers of the root (a chat UI talks to
+the root only) are woken by it and read the wait with it (``store.events``); it is shown
+as no note of its own.
 """
 
 from __future__ import annotations
@@ -154,6 +160,37 @@ def progress_stmt(
             "fraction": fraction,
         },
     )
+
+
+WAIT_MARK = 0
+"""The ``part`` of a root's row marking a sub-agent's wait (notes are numbered from 1)."""
+
+
+def wait_mark_stmt(root_session_id: str, tool_call_id: str, tool: str) -> Stmt:
+    """Mark, in the root's log, the wait ``tool_call_id`` a sub-agent of its tree opened;
+    joins the transaction that opens the wait (written again by a replay, it is left as
+    it is). It takes the root's note lock, as ``progress_stmt`` does, so marks and notes
+    get their ids in the order they commit; nothing else is locked after it."""
+    return (
+        f"INSERT INTO {S}.deltas (session_id, after_seq, run_seq, turn, attempt, part, kind,"
+        " tool_call_id, name, text)"
+        f" SELECT :s, (SELECT coalesce(max(m.seq), 0) FROM {S}.messages m"
+        f" WHERE m.session_id = :s), (SELECT r.run_seq FROM {S}.sessions r WHERE r.id = :s),"
+        " 0, 0, :p, 'progress', :id, :tool, ''"
+        " FROM (SELECT pg_advisory_xact_lock(:k)) AS lock"
+        " ON CONFLICT (session_id, tool_call_id, part) WHERE kind = 'progress' DO NOTHING",
+        {
+            "s": root_session_id,
+            "k": note_lock_key(root_session_id),
+            "p": WAIT_MARK,
+            "id": tool_call_id,
+            "tool": tool,
+        },
+    )
+
+
+def is_wait_mark(d: Delta) -> bool:
+    return d.kind == "progress" and d.part == WAIT_MARK
 
 
 def note_lock_key(session_id: str) -> int:

@@ -79,8 +79,8 @@ def read_log(
     system_schema: str = "dbos",
 ) -> LogRead:
     """The status, the messages after ``after.seq``, the deltas after ``after.delta`` and
-    the open waits of those messages' calls (and of the durable tools' asks those deltas
-    announce), in one REPEATABLE READ transaction: a
+    the open waits of those messages' calls (and of the durable tools' asks and the
+    sub-agents' waits those deltas announce), in one REPEATABLE READ transaction: a
     message and the deltas before it come from the same snapshot, never half of them."""
     with engine.connect() as conn:
         conn.execution_options(isolation_level="REPEATABLE READ")
@@ -96,15 +96,19 @@ def read_log(
             messages = [transcript.entry_of(r) for r in message_rows]
             logged = [Logged.of_row(r) for r in delta_rows]
             call_ids = [c.id for m in messages for c in m.tool_calls]
+            marked = [d.tool_call_id or "" for d in logged if deltas.is_wait_mark(d)]
             call_ids += [
-                ask_id(d.tool_call_id or "", d.part) for d in logged if d.kind == "progress"
+                ask_id(d.tool_call_id or "", d.part)
+                for d in logged
+                if d.kind == "progress" and not deltas.is_wait_mark(d)
             ]
             results = [m.tool_call_id for m in messages if m.role == "tool" and m.tool_call_id]
-            more = [_waits_stmt(session_id, call_ids, system_schema)] if call_ids else []
+            looked = bool(call_ids or marked)
+            more = [_waits_stmt(session_id, call_ids, marked, system_schema)] if looked else []
             if results:
                 more.append(state_rows.for_calls_stmt(session_id, results))
             got = pg.pipelined(conn, more) if more else []
-    waits = _open_waits(got.pop(0)) if call_ids else {}
+    waits = _open_waits(got.pop(0)) if looked else {}
     states = _states(got.pop(0)) if results else {}
     row = status_rows[0] if status_rows else None
     log = merge(after, messages, logged, limit=limit, pending=waits, states=states)
@@ -128,16 +132,20 @@ def _states(rows: list[Any]) -> dict[str, StateEvent]:
     }
 
 
-def _waits_stmt(session_id: str, call_ids: list[str], system_schema: str) -> Stmt:
-    """Waits of these calls still waiting for an answer (their run not ended)."""
+def _waits_stmt(
+    session_id: str, call_ids: list[str], marked: list[str], system_schema: str
+) -> Stmt:
+    """Waits still waiting for an answer (their run not ended): of these calls of the
+    session's own, and of the sub-agents' waits marked in its log (it is their root)."""
     ended = ", ".join(f"'{s}'" for s in _dbos.ENDED)
     return (
-        "SELECT root_session_id, tool_call_id, kind, tool, arguments, output_schema,"
-        f" deadline FROM {S}.pending_calls WHERE owner_session_id = :s"
-        " AND tool_call_id = ANY(:ids) AND status = 'waiting' AND NOT EXISTS (SELECT 1"
+        "SELECT root_session_id, tool_call_id, owner_session_id, kind, tool, arguments,"
+        f" output_schema, deadline FROM {S}.pending_calls WHERE ((owner_session_id = :s"
+        " AND tool_call_id = ANY(:ids)) OR (root_session_id = :s AND tool_call_id ="
+        " ANY(:marked))) AND status = 'waiting' AND NOT EXISTS (SELECT 1"
         f" FROM {_dbos.quoted(system_schema)}.workflow_status w"
         f" WHERE w.workflow_uuid = owner_workflow_id AND w.status IN ({ended}))",
-        {"s": session_id, "ids": call_ids},
+        {"s": session_id, "ids": call_ids, "marked": marked},
     )
 
 

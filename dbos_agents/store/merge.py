@@ -30,7 +30,7 @@ from ..events import (
 )
 from ..ids import ask_id
 from ..records import HistoryEntry
-from .deltas import Logged
+from .deltas import Logged, is_wait_mark
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,8 @@ def merge(
     """``messages`` (``seq > after.seq``) and ``deltas`` (``id > after.delta``), each at
     most ``limit`` and in order, as events; ``pending``: the still-open waits by tool call
     id, each sent right after the message whose call opened it (a durable tool's ask: after
-    the progress note it opened with, ``{call id}.ask{note}``); ``states``: the state
+    the progress note it opened with, ``{call id}.ask{note}``; a sub-agent's wait: where its
+    mark is, with no event of the mark's own); ``states``: the state
     versions by tool call id, each right after that call's result message."""
     items: list[HistoryEntry | Logged] = sorted([*messages, *deltas], key=_key)
     full = [rows[-1] for rows in (messages, deltas) if len(rows) >= limit]
@@ -84,12 +85,18 @@ def merge(
                 events.append(state)
         else:
             delta = item.id
-            if item.after_seq >= after.seq:  # else it precedes a message the reader saw
-                events.append(_delta_event(item, str(Cursor(seq, delta))))
-                if item.kind == "progress":  # a durable tool's ask: its wait, if open
-                    wait = (pending or {}).get(ask_id(item.tool_call_id or "", item.part))
-                    if wait is not None:
-                        events.append(wait)
+            if item.after_seq < after.seq:  # it precedes a message the reader saw
+                continue
+            if is_wait_mark(item):  # a sub-agent's wait: shown alone, if open
+                wait = (pending or {}).get(item.tool_call_id or "")
+                if wait is not None:
+                    events.append(wait)
+                continue
+            events.append(_delta_event(item, str(Cursor(seq, delta))))
+            if item.kind == "progress":  # a durable tool's ask: its wait, if open
+                wait = (pending or {}).get(ask_id(item.tool_call_id or "", item.part))
+                if wait is not None:
+                    events.append(wait)
     return Merged(events, Cursor(seq, delta), complete=not full)
 
 

@@ -166,6 +166,8 @@ CALLS = {
     "failer": lambda arg: call("failing_step", {}),
     "refunder": lambda arg: call("guarded_refund", {"cents": int(arg or 500)}),
     "hurried": lambda arg: call("hurried_refund", {"cents": int(arg or 500)}),
+    "refund_boss": lambda arg: call("subagent__sub_refunder", {"message": arg or "500"}),
+    "sub_refunder": lambda arg: call("guarded_refund", {"cents": int(arg or 500)}),
 }
 
 
@@ -189,4 +191,14 @@ AGENTS = [
     Agent("failer", tools=[failing_step]),
     Agent("refunder", tools=[guarded_refund, confirm_mid], tool_timeout=timedelta(minutes=5)),
     Agent("hurried", tools=[hurried_refund]),
+    Agent(  # the refunder's asks, made in a sub-agent
+        "refund_boss",
+        sub_agents=[
+            Agent(
+                "sub_refunder",
+                tools=[guarded_refund, confirm_mid],
+                tool_timeout=timedelta(minutes=5),
+            )
+        ],
+    ),
 ]

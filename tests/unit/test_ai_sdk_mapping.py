@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from dbos_agents.events import (
     DeltaEvent,
     MessageEvent,
@@ -135,6 +137,33 @@ def test_an_approval_wait_is_a_request_and_server_tools_are_provider_executed() 
     assert by_type[("tool-input-available", "b")]["providerExecuted"] is True
     assert by_type[("tool-approval-request", "a")]["approvalId"] == "a"
     assert out[-1]["finishReason"] == "tool-calls"
+
+
+@pytest.mark.parametrize("kind", ["approval", "client"])
+def test_a_sub_agents_wait_is_asked_under_the_roots_sub_agent_call(kind: str) -> None:
+    parts = RunParts(1, "m")
+    call = ToolCall(id="c1", name="subagent__deputy", arguments='{"message":"go"}')
+    wait = PendingEvent(
+        root_session_id="s",
+        tool_call_id="deep-1",
+        kind=kind,  # type: ignore[arg-type]
+        tool="close_account",
+        arguments={"account_id": "a"},
+        output_schema=None,
+        deadline=NOW,
+        owner_session_id="s::sub::c1::sub::c7",
+    )
+    out = _wire(parts, [_message("assistant", None, tool_calls=[call]), wait])
+    if kind == "approval":
+        assert {"type": "tool-approval-request", "approvalId": "deep-1", "toolCallId": "c1"} in out
+    else:
+        assert {
+            "type": "tool-input-available",
+            "toolCallId": "deep-1",
+            "toolName": "close_account",
+            "input": {"account_id": "a"},
+        } in out
+    assert out[-1] == {"type": "finish", "finishReason": "tool-calls"} and parts.done
 
 
 def test_tool_results_map_to_outputs_errors_and_denials() -> None:

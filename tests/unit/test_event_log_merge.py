@@ -107,6 +107,20 @@ def test_tool_pieces_retractions_and_open_waits() -> None:
     assert isinstance(retract, RetractEvent) and retract.tool_index == 0
 
 
+def test_a_sub_agents_wait_mark_is_its_wait_alone_and_moves_the_cursor() -> None:
+    mark = Logged(id=7, after_seq=2, run_seq=1, turn=0, attempt=0, part=0, kind="progress",
+                  tool_call_id="leaf-c", name="confirm")  # fmt: skip
+    closed = Logged(id=8, after_seq=2, run_seq=1, turn=0, attempt=0, part=0, kind="progress",
+                    tool_call_id="gone", name="confirm")  # fmt: skip
+    wait = PendingEvent(root_session_id="s", tool_call_id="leaf-c", kind="client",
+                        tool="confirm", arguments={}, output_schema=None, deadline=NOW,
+                        owner_session_id="s::sub::c1")  # fmt: skip
+    out = merge(Cursor(), [msg(1, "user"), msg(2)], [mark, closed], limit=10,
+                pending={"leaf-c": wait})  # fmt: skip
+    assert [label(e) for e in out.events] == ["m1@1", "m2@2", "p:leaf-c"]
+    assert out.cursor == Cursor(2, 8)  # the closed wait's mark: passed over, shown as nothing
+
+
 @pytest.mark.parametrize(
     ("text", "cursor"), [("0", Cursor(0, 0)), ("7", Cursor(7, 0)), ("7.42", Cursor(7, 42))]
 )

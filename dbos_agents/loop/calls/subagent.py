@@ -9,15 +9,12 @@ from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
 from dbos import error as dbos_errors
 
 from ...agent import Agent
+from ...ids import child_session_id
 from ...outcome import RunOutcome, RunSpec
 from ...results import ToolResult
 from ...store.calls import CallKind
 from ..ledger import WaitSpec
 from .base import CallResult, Planned, RunInterrupted, SubAgentTask, Turn
-
-
-def child_session_id(parent_workflow_id: str, tool_call_id: str) -> str:
-    return f"{parent_workflow_id}::sub::{tool_call_id}"
 
 
 class SubAgentKind:

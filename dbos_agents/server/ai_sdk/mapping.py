@@ -7,6 +7,9 @@ each model turn one step.
   ``tool-input-available`` (``providerExecuted`` unless the call waits on the page, so
   ``onToolCall`` fires for client tools only) and, for a call waiting on a human,
   ``tool-approval-request`` (``approvalId`` is the tool call id);
+- a wait no message opened (a durable tool's ask, a sub-agent's client tool or approval):
+  a client tool gets a part of its own (the wait's id), an approval is requested on the
+  part of the run's call it comes from (the durable tool's, the sub-agent call's);
 - a running tool's progress note: ``data-progress`` (id ``<toolCallId>-<part>``, data
   ``{toolCallId, tool, note, fraction}``), after the message that made the call;
 - tool results: ``tool-output-available``, ``tool-output-error``, ``tool-output-denied``;
@@ -35,7 +38,7 @@ from ...events import (
     StatusEvent,
     ToolCallPiece,
 )
-from ...ids import asking_call
+from ...ids import asking_call, root_call
 from ...outcome import TERMINAL
 from .parts import (
     ErrorPart,
@@ -112,7 +115,9 @@ class RunParts:
             if isinstance(e, PendingEvent):
                 before = events[i - 2] if i >= 2 else None
                 if isinstance(before, ProgressEvent) and before.run == self.run:
-                    self._ask(e, out)  # a durable tool's ask: opened with its note
+                    self._ask(e, out, asking_call(e.tool_call_id))  # a durable tool's ask
+                elif (call := _sub_agents_call(e)) is not None:
+                    self._ask(e, out, call)
                 continue  # else taken with the message that opened it
             if isinstance(e, StateEvent):
                 continue  # not a part of the AI SDK's UI message stream
@@ -136,6 +141,9 @@ class RunParts:
                     waits.append(w)
                     i += 1
                 self._message(e, waits, out)
+                for w in waits:  # a sub-agent's, right after the message: not its call's
+                    if (call := _sub_agents_call(w)) is not None:
+                        self._ask(w, out, call)
         if not self.done and self._waits:
             self._end(out, "tool-calls")
         if not self.done and status is not None and status.run_seq > self.run:
@@ -274,15 +282,15 @@ class RunParts:
         self._waits = self._waits or bool(waits)
         self._committed = True
 
-    def _ask(self, w: PendingEvent, out: list[Part]) -> None:
-        """A wait a durable tool opened mid-call: an approval is requested on the tool's own
-        part (its approval id: the wait's); a client tool gets a part of its own (the wait's
-        id) for the page to run. Answered like any other."""
+    def _ask(self, w: PendingEvent, out: list[Part], call_id: str) -> None:
+        """A wait no message of the run opened (a durable tool's ask mid-call, a sub-agent's
+        wait): an approval is requested on the part of ``call_id``, the run's call it
+        comes from (its approval id: the wait's); a client tool gets a part of its own
+        (the wait's id) for the page to run. Answered like any other."""
         if not self._step:
             self._new_step(None, out)
         self._close_text(out)
         if w.kind == "approval":
-            call_id = asking_call(w.tool_call_id)
             out.append(ToolApprovalRequest(approval_id=w.tool_call_id, tool_call_id=call_id))
         else:
             out.append(ToolInputStart(tool_call_id=w.tool_call_id, tool_name=w.tool))
@@ -310,6 +318,13 @@ class RunParts:
                 )
             return
         out.append(ToolOutputAvailable(tool_call_id=call_id, output=value))
+
+
+def _sub_agents_call(w: PendingEvent) -> str | None:
+    """The root's sub-agent call under which ``w`` waits, if a sub-agent opened it."""
+    if w.owner_session_id is None or w.owner_session_id == w.root_session_id:
+        return None
+    return root_call(w.owner_session_id)
 
 
 def _progress(e: ProgressEvent) -> ProgressPart:
