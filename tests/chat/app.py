@@ -7,6 +7,12 @@ Replies stream in pieces of 4 characters, ``CHAT_PACE_SEC`` apart (default 0.01 
 - ``closer``: calls ``close_account``, which needs a human's approval, then reports.
 - ``keeper``: calls the durable tool ``checked_close``, which asks for an approval and then
   the browser's ``confirm`` in the middle of its work, then reports.
+- ``delegator``: calls its sub-agent ``deputy`` (``subagent__deputy``), then reports its
+  answer. ``deputy`` calls ``close_account`` (a human approves), then the browser's
+  ``confirm``, then answers with both results. The waits are the sub-agent's: they reach
+  the page through the root session (``delegator``'s). The calls have ids of their own
+  (``to-deputy``; ``deputy-close``, ``deputy-confirm``, which the run suffixes with the
+  sub-agent's ``@<hash>``), not the scripted default ``call_<turn>_<index>``.
 """
 
 from __future__ import annotations
@@ -91,6 +97,19 @@ def respond(request: ModelRequest) -> str | ModelResponse:
         if first:
             return calls(call("checked_close", {"account_id": "acc-7"}))
         return f"keeper got: {_last(request, 'tool')}"
+    if request.agent == "delegator":
+        if first:
+            task = {"message": f"close: {_last(request, 'user')}"}
+            return calls(call("subagent__deputy", task, id="to-deputy"))
+        return f"delegator got: {_last(request, 'tool')}"
+    if request.agent == "deputy":
+        done = sum(m.role == "assistant" for m in request.messages)
+        if done == 0:
+            return calls(call("close_account", {"account_id": "acc-9"}, id="deputy-close"))
+        if done == 1:
+            return calls(call("confirm", {"question": "close acc-9?"}, id="deputy-confirm"))
+        results = [m.content or "" for m in request.messages if m.role == "tool"]
+        return f"deputy got: {' then '.join(results)}"
     raise AssertionError(f"no script for {request.agent}")
 
 
@@ -110,6 +129,12 @@ class Paced(ScriptedModel):
 
 
 def runtime() -> AgentRuntime:
+    deputy = Agent(
+        "deputy",
+        "closes accounts for the delegator",
+        tools=[close_account, confirm],
+        tool_timeout=timedelta(minutes=10),
+    )
     agents = [
         Agent("talker", "talks"),
         Agent("slow", "talks slowly"),
@@ -121,5 +146,6 @@ def runtime() -> AgentRuntime:
             tools=[checked_close, confirm],
             tool_timeout=timedelta(minutes=10),
         ),
+        Agent("delegator", "delegates to its deputy", sub_agents=[deputy]),
     ]
     return AgentRuntime(agents, Paced())

@@ -287,6 +287,45 @@ def test_a_durable_tool_asks_for_an_approval_then_a_frontend_tool_mid_call(
     assert harness.client.session(sid).status == "completed"
 
 
+def test_a_sub_agent_asks_for_an_approval_then_a_frontend_tool(
+    serve: Serve, worker: WorkerProcess, node: Node, harness: CrashHarness
+) -> None:
+    """A sub-agent's waits reach the root's thread as a durable tool's asks do: its approval
+    is an interrupt, its frontend tool a tool call of its own; the answers reach it."""
+    server = serve(authenticate=approver)
+    t = thread()
+    spec = {"url": server.url, "agent": "delegator", "threadId": t, "message": "acc-9"}
+    first, second, third = node("ag-ui/asks.mjs", json.dumps(spec), timeout=90)
+    sid = session_of(server, "delegator", t)
+    rows = harness.client.pending(session_id=sid, include_resolved=True)
+    [close] = [r for r in rows if r.kind == "approval"]
+    [ask] = [r for r in rows if r.kind == "client"]
+    assert close.tool_call_id.startswith("deputy-close"), rows  # the sub-agent's waits
+    assert ask.tool_call_id.startswith("deputy-confirm"), rows
+    deputy = close.owner_session_id
+    assert deputy.startswith(f"{sid}::sub::") and ask.owner_session_id == deputy
+    assert first["error"] is None, first
+    assert first["finished"]["outcome"] == "interrupt", first
+    (interrupt,) = first["finished"]["interrupts"]
+    assert interrupt["id"] == close.tool_call_id
+    assert interrupt["metadata"] == {"tool": "close_account", "arguments": {"account_id": "acc-9"}}
+    assert second["error"] is None, second
+    assert second["finished"]["outcome"] == "success", second
+    assert second["finished"]["pendingToolCallIds"] == [ask.tool_call_id]
+    assert third["error"] is None, third
+    assert third["answered"] == ask.tool_call_id
+    assert third["args"] == {"question": "close acc-9?"}
+    assert third["finished"]["outcome"] == "success", third
+    reply = stored_reply(harness, sid)
+    assert reply is not None and reply.startswith("delegator got:") and "deputy got:" in reply
+    assert "confirmed: close acc-9?" in reply and "acc-9" in reply
+    assert third["text"] == reply
+    assert harness.client.session(sid).status == "completed"
+    assert (close.status, ask.status) == ("resolved", "resolved")
+    assert close.submission["decided_by"] == "approver-1"  # type: ignore[index, call-overload]
+    assert harness.client.session(deputy).status == "completed"
+
+
 def test_rerun_after_the_worker_is_killed_mid_answer(
     serve: Serve,
     worker: WorkerProcess,
