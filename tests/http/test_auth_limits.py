@@ -303,10 +303,14 @@ def test_unknown_routes_healthz_and_metrics(http: httpx.Client, server: LiveServ
 def test_junk_methods_collapse_into_one_metrics_label(
     http: httpx.Client, server: LiveServer
 ) -> None:
-    for i in range(30):
-        http.request(f"JUNK{i}", f"{server.url}/sessions/x{i}")
+    statuses = {
+        http.request(f"JUNK{i}", f"{server.url}/sessions/x{i}").status_code for i in range(30)
+    }
     text = http.get(f"{server.url}/metrics").text
-    assert "JUNK" not in text and 'method="other"' in text
+    assert "JUNK" not in text
+    # httptools (uvicorn's parser when installed) refuses an unknown method before the app;
+    # h11 lets it through, and the app counts it as ``other``.
+    assert statuses == {400} or 'method="other"' in text, statuses
 
 
 def test_refreshes_cannot_extend_a_token_past_its_max_lifetime(
