@@ -23,6 +23,7 @@ as no note of its own.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -91,34 +92,27 @@ def insert_stmt(session_id: str, rows: Sequence[Delta]) -> Stmt:
 
 def insert_many_stmt(by_session: Mapping[str, Sequence[Delta]]) -> Stmt:
     """Append each session's rows (in order) after its last message: one statement for a
-    whole batch, however many sessions stream."""
-    pairs = [(sid, r) for sid, rows in by_session.items() for r in rows]
+    whole batch, however many sessions stream. The rows travel as one JSON array of arrays
+    (a C ``json.dumps``), not as ten typed arrays, which psycopg dumps element by element
+    in Python when it binds a script on the client."""
+    rows = [
+        [sid, r.run_seq, r.turn, r.attempt, r.part, r.kind, r.tool_index, r.tool_call_id,
+         r.name, r.text]
+        for sid, piece in by_session.items()
+        for r in piece
+    ]  # fmt: skip
     return (
         f"INSERT INTO {S}.deltas (session_id, after_seq, run_seq, turn, attempt, part, kind,"
         " tool_index, tool_call_id, name, text)"
-        " SELECT r.session_id, (SELECT coalesce(max(m.seq), 0)"
-        f" FROM {S}.messages m WHERE m.session_id = r.session_id),"
-        " r.run_seq, r.turn, r.attempt, r.part, r.kind, r.tool_index, r.tool_call_id, r.name,"
-        " r.text FROM unnest(CAST(:sids AS text[]), CAST(:runs AS bigint[]),"
-        " CAST(:turns AS int[]), CAST(:attempts AS int[]), CAST(:parts AS int[]),"
-        " CAST(:kinds AS text[]), CAST(:tools AS int[]), CAST(:ids AS text[]),"
-        " CAST(:names AS text[]), CAST(:texts AS text[])) WITH ORDINALITY"
-        " AS r(session_id, run_seq, turn, attempt, part, kind, tool_index, tool_call_id, name,"
-        " text, n) ORDER BY r.n"
+        " SELECT r.v->>0, (SELECT coalesce(max(m.seq), 0)"
+        f" FROM {S}.messages m WHERE m.session_id = r.v->>0), CAST(r.v->>1 AS bigint),"
+        " CAST(r.v->>2 AS int), CAST(r.v->>3 AS int), CAST(r.v->>4 AS int), r.v->>5,"
+        " CAST(r.v->>6 AS int), r.v->>7, r.v->>8, r.v->>9"
+        " FROM json_array_elements(CAST(:rows AS json)) WITH ORDINALITY AS r(v, n)"
+        " ORDER BY r.n"
         " ON CONFLICT (session_id, run_seq, turn, attempt, part) WHERE kind <> 'progress'"
         " DO NOTHING",
-        {
-            "sids": [sid for sid, _ in pairs],
-            "runs": [r.run_seq for _, r in pairs],
-            "turns": [r.turn for _, r in pairs],
-            "attempts": [r.attempt for _, r in pairs],
-            "parts": [r.part for _, r in pairs],
-            "kinds": [r.kind for _, r in pairs],
-            "tools": [r.tool_index for _, r in pairs],
-            "ids": [r.tool_call_id for _, r in pairs],
-            "names": [r.name for _, r in pairs],
-            "texts": [r.text for _, r in pairs],
-        },
+        {"rows": json.dumps(rows, separators=(",", ":"))},
     )
 
 

@@ -181,3 +181,42 @@ async def test_a_fenced_stage_is_dropped_and_its_deltas_still_shown(
     finally:
         await announcer.close()
         await engine.dispose()
+
+
+async def test_a_batch_of_many_sessions_keeps_each_rows_text_and_order(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    """The batch statement (rows as one JSON array) keeps every field, any text, and the
+    order, per session, across sessions."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from dbos_agents.store import deltas, pg
+
+    sids = [await asyncio.to_thread(client.start, "streamer", "tell me") for _ in range(2)]
+    for sid in sids:
+        await asyncio.to_thread(client.wait, sid, timeout=60)
+    texts = ["it's", 'a "quote"', "back\\slash", "new\nline", "é 🦊 \u2028", '{"json": [1]}', ""]
+    rows = [deltas.Delta(run_seq=99, turn=0, attempt=1, part=i, kind="text", text=t)
+            for i, t in enumerate(texts)]  # fmt: skip
+    rows += [
+        deltas.Delta(run_seq=99, turn=0, attempt=1, part=len(texts), kind="tool_call",
+                     text='{"q', tool_index=0, tool_call_id="c'1", name="ask"),
+        deltas.Delta(run_seq=99, turn=0, attempt=2, part=0, kind="retract", tool_index=None),
+    ]  # fmt: skip
+    engine = create_async_engine(
+        integration_database_url.replace("postgresql://", "postgresql+psycopg://")
+    )
+    try:
+        await pg.script(engine, [deltas.insert_many_stmt({sids[0]: rows, sids[1]: rows[:2]})])
+        # written again (a batch retried after an unknown outcome): nothing changes
+        await pg.script(engine, [deltas.insert_many_stmt({sids[0]: rows})])
+    finally:
+        await engine.dispose()
+    for sid, want in ((sids[0], rows), (sids[1], rows[:2])):
+        got = [r for r in _deltas(integration_database_url, sid) if r.run_seq == 99]
+        fields = ("run_seq", "turn", "attempt", "part", "kind", "text", "tool_index",
+                  "tool_call_id", "name")  # fmt: skip
+        assert [tuple(getattr(r, f) for f in fields) for r in got] == [
+            tuple(getattr(r, f) for f in fields) for r in want
+        ]
+        assert {r.after_seq for r in got} == {2}  # after the user message and the reply
