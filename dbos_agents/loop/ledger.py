@@ -29,6 +29,7 @@ from ..results import ToolResult
 from ..store import calls, pending, pg, sessions, transcript
 from ..store import deltas as deltas_table
 from ..store.announce import Announcer
+from ..store.retry import retry_transient
 from . import drain
 
 P = ParamSpec("P")
@@ -164,7 +165,7 @@ class Ledger:
             found = rows[0].result if rows else None
             return None if found is None else ToolResult.model_validate(found)
 
-        return await calls.retry_transient("read tool result", read)
+        return await retry_transient("read tool result", read)
 
     async def turn_state(self, spec: RunSpec, turn: int) -> tuple[TurnRecord | None, list[Message]]:
         """In one round trip: what an earlier execution of this model turn recorded (if
@@ -177,7 +178,7 @@ class Ledger:
             record = None if recorded is None else TurnRecord.model_validate(recorded)
             return record, late_notices(late)
 
-        return await calls.retry_transient("read turn state", read)
+        return await retry_transient("read turn state", read)
 
     async def logged_deltas(self, spec: RunSpec, turn: int) -> list[deltas_table.Delta]:
         """What earlier executions of this turn streamed (a re-executed turn's read)."""
@@ -189,7 +190,7 @@ class Ledger:
                 )
             return [deltas_table.Delta.of_row(r) for r in rows]
 
-        return await calls.retry_transient("read logged deltas", read)
+        return await retry_transient("read logged deltas", read)
 
     async def record_results(self, spec: RunSpec, results: list[CallResult]) -> None:
         """The previous turn's results, ahead of a streamed turn (otherwise the turn's record
@@ -206,7 +207,7 @@ class Ledger:
                     raise sessions.RunFenced(sid) from None
                 raise
 
-        await calls.retry_transient("record results", write)
+        await retry_transient("record results", write)
         self.announce(spec)
 
     def stage_results(self, spec: RunSpec, results: list[CallResult]) -> None:
@@ -288,7 +289,7 @@ class Ledger:
                     raise
                 return recorded
 
-        record = await calls.retry_transient("record turn", write_once)
+        record = await retry_transient("record turn", write_once)
         self.announce(spec)
         return record
 

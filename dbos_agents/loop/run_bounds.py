@@ -30,6 +30,7 @@ from ..ids import run_workflow_id
 from ..messages import Message
 from ..outcome import RunOutcome, RunSpec
 from ..store import calls, deltas, pending, pg, runs, sessions, transcript
+from ..store.retry import retry_transient
 from . import drain, execution
 from .ledger import (
     BeginResult,
@@ -100,7 +101,7 @@ async def begin(engine: AsyncEngine, spec: RunSpec) -> BeginResult:
             return BeginResult(began, transcript.to_messages(await read.fetchall()))
 
     async with drain.step():  # like every write of the workflow: not during a drain
-        return await calls.retry_transient("begin run", write)
+        return await retry_transient("begin run", write)
 
 
 def _replay_result(state: Any, rows: list[Any]) -> BeginResult:
@@ -146,4 +147,4 @@ async def end(
             await batch.send_all(tail)
 
     async with drain.step():
-        await calls.retry_transient("finish run", write)
+        await retry_transient("finish run", write)

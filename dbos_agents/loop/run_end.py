@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 
 from ..outcome import RunSpec
 from ..store import durable as rows
+from ..store.retry import fetch_one
 from ..store.runs import run_key
 from .context import get_context
-from .durable.ops import fetch_one
 
 T = TypeVar("T")
 

@@ -19,14 +19,13 @@ result instead of declaring the outcome unknown.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -37,42 +36,17 @@ from ..results import ToolResult
 from . import pg
 from . import state as state_rows
 from .pg import Db, Stmt
+from .retry import retry_transient
 from .schema import SCHEMA as S
-from .unavailable import is_unavailable
 
 log = logging.getLogger("dbos_agents")
 CallKind = Literal["server", "client", "approval", "subagent", "durable"]
-T = TypeVar("T")
-_RETRY_MAX_SEC = 2.0
 
 
 def lock_key(session_id: str, tool_call_id: str) -> int:
     """A signed 64-bit advisory-lock key for one tool call."""
     digest = hashlib.sha256(f"{session_id}\x00{tool_call_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """A lost connection or a server going away: worth retrying once it is back."""
-    return is_unavailable(exc) or isinstance(exc, OSError)
-
-
-async def retry_transient(what: str, fn: Callable[[], Awaitable[T]]) -> T:
-    """Run ``fn`` until it succeeds or fails for a reason other than the database being
-    away; the backoff is capped so a write lands soon after Postgres returns."""
-    delay = 0.05
-    while True:
-        try:
-            return await fn()
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            log.warning(
-                f"{what}: database unavailable, retrying",
-                extra={"event": "db_retry", "what": what, "error": str(exc)[:300]},
-            )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _RETRY_MAX_SEC)
 
 
 async def _exec(db: Db, sql: str, **params: Any) -> sa.Result[Any]:

@@ -43,7 +43,7 @@ from ...messages import JSONValue
 from ...outcome import RunSpec
 from ...store import deltas, pending, pg
 from ...store import durable as rows
-from ...store.calls import retry_transient
+from ...store.retry import fetch_one, retry_transient
 from ...tool_context import Decision, StepInfo, _ApprovalAsk
 from .. import drain
 from ..calls.base import RunInterrupted
@@ -284,17 +284,6 @@ class Ops:
         await retry_transient(what, lambda: pg.script(self._engine, [stmt]))
 
 
-async def fetch_one(engine: AsyncEngine, stmt: pg.Stmt, what: str) -> Any:
-    """The one row ``stmt`` returns, retried while the database is away."""
-
-    async def go() -> Any:
-        async with pg.driver(engine) as conn:
-            (row,) = await pg.fetch(conn, stmt)
-        return row
-
-    return await retry_transient(what, go)
-
-
 async def _done() -> None:
     return None
 
@@ -344,4 +333,4 @@ def _typed(adapter: TypeAdapter[Any] | None, output: Any) -> Any:
     return output if adapter is None else adapter.validate_python(output)
 
 
-__all__ = ["Call", "Ops", "fetch_one"]
+__all__ = ["Call", "Ops"]

@@ -32,7 +32,7 @@ from ...state import StateChanges
 from ...store import durable as rows
 from ...store import pg
 from ...store import state as state_rows
-from ...store.calls import retry_transient
+from ...store.retry import fetch_one, retry_transient
 from ...tool_context import ToolContext
 from ...tools import Tool
 from .. import drain
@@ -40,7 +40,7 @@ from ..calls.base import RunInterrupted
 from ..calls.server import state_commit
 from ..context import get_context
 from ..run_end import RunEnd
-from .ops import Call, Ops, fetch_one
+from .ops import Call, Ops
 
 log = logging.getLogger("dbos_agents")
 
