@@ -133,8 +133,11 @@ class Settings(BaseSettings):
     without recording one."""
     tombstone_retention_sec: float = 24 * 3600
     """How long settled pending calls are kept, so duplicate submits say already_completed."""
+    delta_retention_sec: float = Field(default=24 * 3600, ge=0)
+    """How long the live-stream pieces of a run that ended are kept (``deltas``): a reader
+    resuming from an older cursor gets that run's messages whole, not piece by piece."""
     reap_interval_sec: float = 600.0
-    """How often a worker deletes expired tombstones."""
+    """How often a worker deletes expired tombstones and live-stream pieces."""
     heartbeat_interval_sec: float = 5.0
     """How often a worker bumps its row (from a thread of its own) and watches its peers."""
     stale_after_sec: float = 30.0

@@ -158,6 +158,7 @@ class AsyncAgentClient(AsyncStateReads):
     token_generation = _awaited(AgentClient.token_generation)
     revoke_tokens = _awaited(AgentClient.revoke_tokens)
     reap_tombstones = _awaited(AgentClient.reap_tombstones)
+    reap_deltas = _awaited(AgentClient.reap_deltas)
 
     async def watch(self, session_id: str, *, check: bool = True) -> AsyncSessionWatch:
         """A watch on the session (see ``AgentClient.watch``) on this client's one shared

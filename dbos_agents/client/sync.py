@@ -36,6 +36,7 @@ from ..records import (
 )
 from ..settings import Settings
 from ..store import calls, queries, workers
+from ..store import deltas as delta_rows
 from ..store import pending as pending_rows
 from ..store import sessions as session_rows
 from ..store.db import create_sync_engine, ping, sqlalchemy_url
@@ -376,3 +377,17 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
             else self.settings.tombstone_retention_sec
         )
         return pending_rows.reap(self.engine, retention)
+
+    @translated
+    def reap_deltas(self, retention_seconds: float | None = None) -> int:
+        """Delete the live-stream pieces of runs that ended longer ago than the retention
+        window (default ``delta_retention_sec``, 24 h); their messages stay. The admin
+        client's alone; a worker does it every ``reap_interval_sec``."""
+        if self._scope is not None:
+            raise AccessDeniedError(None, "reaping live-stream pieces is for the admin client")
+        retention = (
+            retention_seconds
+            if retention_seconds is not None
+            else self.settings.delta_retention_sec
+        )
+        return delta_rows.reap(self.engine, retention)

@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import sqlalchemy as sa
+
 from .pg import Stmt
 from .schema import SCHEMA as S
 
@@ -261,3 +263,38 @@ def feed_stmt(after: Mapping[str, int]) -> Stmt:
         " ORDER BY d.session_id, d.id",
         {"sids": list(after), "afters": list(after.values())},
     )
+
+
+REAP_BATCH = 5000
+
+
+def reap(engine: sa.Engine, retention_seconds: float, batch: int = REAP_BATCH) -> int:
+    """Delete the pieces, notes and marks of runs no longer running, once older than the
+    retention window; returns how many. A run's messages hold what its pieces said: a
+    reader resuming from an older cursor gets them whole. A running (or queued) run's rows
+    stay, however old: a turn continuing after a crash reads them.
+
+    Oldest first, ``batch`` rows at a time (ids grow with time), each batch its own short
+    transaction, until a batch reaches rows younger than the window."""
+    removed, after = 0, 0
+    while True:
+        with engine.begin() as conn:
+            row = conn.execute(
+                sa.text(
+                    f"WITH walk AS (SELECT id, session_id, run_seq, created_at FROM {S}.deltas"
+                    " WHERE id > :after ORDER BY id LIMIT :n),"
+                    f" gone AS (DELETE FROM {S}.deltas d USING walk w WHERE d.id = w.id"
+                    " AND w.created_at < now() - make_interval(secs => :s) AND NOT EXISTS"
+                    f" (SELECT 1 FROM {S}.sessions s WHERE s.id = w.session_id"
+                    " AND s.run_seq = w.run_seq AND s.status IN ('queued', 'running'))"
+                    " RETURNING 1)"
+                    " SELECT (SELECT count(*) FROM gone) AS removed, max(id) AS last,"
+                    " count(*) AS walked, bool_or(created_at >= now() - make_interval(secs"
+                    " => :s)) AS young FROM walk"
+                ),
+                {"after": after, "n": batch, "s": retention_seconds},
+            ).one()
+        removed += int(row.removed)
+        if row.walked < batch or row.young:
+            return removed
+        after = int(row.last)

@@ -75,7 +75,7 @@ async def serve_forever(
     await runtime.launch(on_adopted=_adopted)
     if ready_message:
         print(f"dbos-agents worker ready executor_id={runtime.executor_id}", flush=True)
-    reaper = asyncio.create_task(_every(s.reap_interval_sec, runtime.reap_tombstones, "reaping"))
+    reaper = asyncio.create_task(_every(s.reap_interval_sec, _reaping(runtime), "reaping"))
     await stop.wait()
     log.info(
         f"worker draining (grace {s.shutdown_grace_sec:g}s)",
@@ -93,6 +93,14 @@ async def serve_forever(
         )
     if exit_process:
         exit_now(0)
+
+
+def _reaping(runtime: AgentRuntime) -> Callable[[], Awaitable[object]]:
+    async def reap() -> None:
+        await runtime.reap_tombstones()
+        await runtime.reap_deltas()
+
+    return reap
 
 
 async def _every(interval: float, job: Callable[[], Awaitable[object]], name: str) -> None:

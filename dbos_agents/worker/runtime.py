@@ -25,7 +25,7 @@ from ..loop.ledger import Ledger
 from ..models.base import Model
 from ..outcome import RunSpec
 from ..settings import CLIENT_POOL_SIZE, SYNC_MAX_OVERFLOW, SYNC_POOL_SIZE, Settings
-from ..store import pending, pg, queries, runs
+from ..store import deltas, pending, pg, queries, runs
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
 from ..store.listen import Listener
 from ..store.locate import locate_database, log_located
@@ -300,6 +300,11 @@ class AgentRuntime:
         """Delete settled pending calls older than ``tombstone_retention_sec``."""
         engine, _ = self._require()
         return await asyncio.to_thread(pending.reap, engine, self.settings.tombstone_retention_sec)
+
+    async def reap_deltas(self) -> int:
+        """Delete the live-stream pieces of ended runs older than ``delta_retention_sec``."""
+        engine, _ = self._require()
+        return await asyncio.to_thread(deltas.reap, engine, self.settings.delta_retention_sec)
 
     @property
     def parked(self) -> int:
