@@ -1,6 +1,7 @@
-// durable.mjs with a deadline: the first run ends with an approval interrupt (resumed,
-// approved), the second with a frontend tool `confirm` to run (the script runs it and adds
-// the tool message), the third with the agent's answer. One line per run.
+// An agent that asks mid-run (a durable tool's asks, a sub-agent's waits): the first run
+// ends with an approval interrupt (resumed, approved), the second with a frontend tool
+// `confirm` to run (the script runs it and adds the tool message), the third with the
+// agent's answer. One line per run.
 // argv[2]: {url, agent, threadId, message, timeoutMs?}; past timeoutMs (default 45000) the
 // script says on stderr which run hung and what it had seen, and exits 1.
 import { buildResumeArray } from "@ag-ui/client";

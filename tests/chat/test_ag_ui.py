@@ -265,8 +265,9 @@ def test_a_durable_tool_asks_for_an_approval_then_a_frontend_tool_mid_call(
     server = serve(authenticate=approver)
     t = thread()
     first, second, third = node(
-        "ag-ui/durable.mjs",
+        "ag-ui/asks.mjs",
         json.dumps({"url": server.url, "agent": "keeper", "threadId": t, "message": "close"}),
+        timeout=90,
     )
     sid = session_of(server, "keeper", t)
     assert first["error"] is None, first

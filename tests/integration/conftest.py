@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
-from dbos_agents import AgentClient, AgentRuntime, Settings
+from dbos_agents import AgentClient, AgentRuntime, AsyncAgentClient, Settings
 from dbos_agents.testing import create_fresh_database, drop_database
 
 from .agents import AGENTS, MODEL
@@ -50,3 +50,9 @@ def client(integration_database_url: str) -> Iterator[AgentClient]:
     c = AgentClient(integration_database_url)
     yield c
     c.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def aclient(integration_database_url: str) -> AsyncIterator[AsyncAgentClient]:
+    async with await AsyncAgentClient.connect(integration_database_url) as c:
+        yield c

@@ -4,10 +4,8 @@ runtime; and ``sessions``/``events``, new on both clients."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from dbos_agents import (
     AccessDeniedError,
@@ -20,12 +18,6 @@ from dbos_agents import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def aclient(integration_database_url: str) -> AsyncIterator[AsyncAgentClient]:
-    async with await AsyncAgentClient.connect(integration_database_url) as c:
-        yield c
 
 
 async def _pending(c: AsyncAgentClient, sid: str) -> PendingCall:

@@ -5,10 +5,8 @@ they show is exactly what a reader that reads everything afterwards gets."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from dbos_agents import AgentRuntime, AsyncAgentClient
 from dbos_agents.events import DeltaEvent, MessageEvent, SessionEvent, StatusEvent
@@ -16,12 +14,6 @@ from dbos_agents.events import DeltaEvent, MessageEvent, SessionEvent, StatusEve
 from .streaming_model import LONG_REPLY
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def aclient(integration_database_url: str) -> AsyncIterator[AsyncAgentClient]:
-    async with await AsyncAgentClient.connect(integration_database_url) as c:
-        yield c
 
 
 async def _follow(c: AsyncAgentClient, sid: str) -> list[SessionEvent]:

@@ -5,10 +5,8 @@ the rest; waits arrive once, right after the message that opened them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from dbos_agents import (
     AccessDeniedError,
@@ -30,12 +28,6 @@ from .streaming_model import CLOSED, ENDLESS, PIECES
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 LONG = "tell me a long story about streams that never skip a piece"
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def aclient(integration_database_url: str) -> AsyncIterator[AsyncAgentClient]:
-    async with await AsyncAgentClient.connect(integration_database_url) as c:
-        yield c
 
 
 def _until_status(client: AgentClient, sid: str, after: str | None = None) -> list[SessionEvent]:

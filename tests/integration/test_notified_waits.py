@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from dbos_agents import AgentClient, AgentRuntime, AsyncAgentClient, Cursor, SessionInfo
 from dbos_agents.server.events import stream_events
@@ -24,12 +22,6 @@ NEVER = 3600.0
 """A safety-net interval no test waits out."""
 BOUND = 60.0
 """How long a woken wait may take here, at most (a liveness bound, not a timing)."""
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def aclient(integration_database_url: str) -> AsyncIterator[AsyncAgentClient]:
-    async with await AsyncAgentClient.connect(integration_database_url) as c:
-        yield c
 
 
 async def _pending_id(c: AsyncAgentClient, sid: str) -> str:

@@ -6,10 +6,8 @@ cursor that resumes past it, and a note written twice is shown once."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 import sqlalchemy as sa
 
 from dbos_agents import (
@@ -26,12 +24,6 @@ from dbos_agents.store import deltas
 from tests.http.conftest import report_progress as report
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def aclient(integration_database_url: str) -> AsyncIterator[AsyncAgentClient]:
-    async with await AsyncAgentClient.connect(integration_database_url) as c:
-        yield c
 
 
 def _progress(events: list[SessionEvent]) -> list[tuple[int, str, float | None]]:

@@ -6,10 +6,9 @@ timer is longer than the test), and no longer shown once answered."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import pytest
-import pytest_asyncio
 
 from dbos_agents import (
     AgentClient,
@@ -23,12 +22,6 @@ from dbos_agents import (
 from dbos_agents.ids import root_call
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def aclient(integration_database_url: str) -> AsyncIterator[AsyncAgentClient]:
-    async with await AsyncAgentClient.connect(integration_database_url) as c:
-        yield c
 
 
 def _waits(events: Sequence[SessionEvent]) -> list[PendingEvent]:
