@@ -44,6 +44,20 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return workers if workers >= 2 else 0
 
 
+FIRST = ("tests/upgrade/",)
+"""Modules that take a minute or more in one process: scheduled first, so ``-n auto`` does
+not end with one process running them while the others idle (``--dist loadfile`` hands
+out modules in collection order)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def first(item: pytest.Item) -> bool:
+        path = item.path.relative_to(config.rootpath).as_posix()
+        return path.startswith(FIRST)
+
+    items.sort(key=lambda item: not first(item))  # stable: the rest keep their order
+
+
 def _say(config: pytest.Config, line: str) -> None:
     """One line on the terminal even while output is captured (CI logs show the source)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")

@@ -45,7 +45,7 @@ async def test_ended_runs_lose_their_old_pieces_and_keep_their_messages(
     old, young = [await asyncio.to_thread(client.start, "streamer", "tell me") for _ in range(2)]
     for sid in (old, young):
         await asyncio.to_thread(client.wait, sid, timeout=60)
-    live = await runtime.start("endless_streamer", "never stop")
+    live = await runtime.start("endless_streamer", "stream on while the reaper runs")
     for _ in range(200):  # until the running run has pieces
         if _count(url, live.session_id):
             break
