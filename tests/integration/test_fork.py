@@ -56,7 +56,9 @@ def _rows(client: AgentClient, session_id: str) -> tuple[object, ...]:
         return tuple(
             tuple(
                 conn.execute(
-                    sa.text(f"SELECT * FROM dbos_agents.{t} WHERE session_id = :s ORDER BY 2"),
+                    sa.text(
+                        f"SELECT * FROM dbos_agents.{t} WHERE session_id = :s ORDER BY 1, 2, 3"
+                    ),
                     {"s": session_id},
                 ).all()
             )
