@@ -307,11 +307,11 @@ class Ledger:
 def _open_stmts(spec: RunSpec, opened: Opened) -> list[pg.Stmt]:
     """The turn's waits; a sub-agent's are marked in its root's log too (chat UIs follow
     the root)."""
-    marks = [
-        deltas_table.wait_mark_stmt(spec["root_session_id"], w.tool_call_id, w.tool)
-        for w in opened.waits
-        if spec["session_id"] != spec["root_session_id"]
-    ]
+    marks = deltas_table.wait_mark_stmts(
+        spec["session_id"],
+        spec["root_session_id"],
+        [(w.tool_call_id, w.tool) for w in opened.waits],
+    )
     return [
         pending.open_stmt(
             root_session_id=spec["root_session_id"],

@@ -15,7 +15,7 @@ nothing), and a turn continuing its reply never reads it (``logged_stmt``, ``par
 
 A wait opened in a sub-agent (its client tool or approval, from a turn or a durable tool's
 ask) is marked in the root session's log by a ``progress`` row numbered ``WAIT_MARK`` and
-keyed by the wait's call id (``wait_mark_stmt``): readers of the root (a chat UI talks to
+keyed by the wait's call id (``wait_mark_stmts``): readers of the root (a chat UI talks to
 the root only) are woken by it and read the wait with it (``store.events``); it is shown
 as no note of its own.
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -136,51 +136,49 @@ def progress_stmt(
     miss none: the insert first takes the session's note lock (an advisory lock held until
     commit), so notes get their ids in the order they commit. Run it in a short
     transaction of its own."""
-    return (
-        f"INSERT INTO {S}.deltas (session_id, after_seq, run_seq, turn, attempt, part, kind,"
-        " tool_call_id, name, text, fraction)"
-        f" SELECT :s, (SELECT coalesce(max(m.seq), 0) FROM {S}.messages m"
-        " WHERE m.session_id = :s), :r, :t, 0, :p, 'progress', :id, :tool, :note,"
-        " CAST(:fraction AS double precision)"
-        " FROM (SELECT pg_advisory_xact_lock(:k)) AS lock"
-        " ON CONFLICT (session_id, tool_call_id, part) WHERE kind = 'progress' DO NOTHING",
-        {
-            "s": session_id,
-            "k": note_lock_key(session_id),
-            "r": run_seq,
-            "t": turn,
-            "p": part,
-            "id": tool_call_id,
-            "tool": tool,
-            "note": note,
-            "fraction": fraction,
-        },
-    )
+    values = {"r": run_seq, "t": turn, "p": part, "note": note, "fraction": fraction}
+    return _note_stmt(session_id, ":r", tool_call_id, tool, values)
 
 
 WAIT_MARK = 0
 """The ``part`` of a root's row marking a sub-agent's wait (notes are numbered from 1)."""
 
 
-def wait_mark_stmt(root_session_id: str, tool_call_id: str, tool: str) -> Stmt:
-    """Mark, in the root's log, the wait ``tool_call_id`` a sub-agent of its tree opened;
-    joins the transaction that opens the wait (written again by a replay, it is left as
-    it is). It takes the root's note lock, as ``progress_stmt`` does, so marks and notes
-    get their ids in the order they commit; nothing else is locked after it."""
+def wait_mark_stmts(
+    session_id: str, root_session_id: str, waits: Iterable[tuple[str, str]]
+) -> list[Stmt]:
+    """Mark, in the root's log, the waits ``(tool call id, tool)`` that ``session_id``
+    opens, when it is a sub-agent (none for a root: its own log has them). They join the
+    transaction that opens the waits (written again by a replay, they are left as they
+    are) and take the root's note lock, as ``progress_stmt`` does, so marks and notes get
+    their ids in the order they commit; nothing else is locked after them. Each takes the
+    root's current run."""
+    if session_id == root_session_id:
+        return []
+    run = f"(SELECT r.run_seq FROM {S}.sessions r WHERE r.id = :s)"
+    values = {"t": 0, "p": WAIT_MARK, "note": "", "fraction": None}
+    return [_note_stmt(root_session_id, run, cid, tool, values) for cid, tool in waits]
+
+
+def _note_stmt(
+    session_id: str, run_sql: str, tool_call_id: str, tool: str, values: dict[str, Any]
+) -> Stmt:
+    """A ``progress`` row after the session's last message, under its note lock, written
+    once per (tool call, part); ``run_sql``: the run's value (a parameter or a query)."""
     return (
         f"INSERT INTO {S}.deltas (session_id, after_seq, run_seq, turn, attempt, part, kind,"
-        " tool_call_id, name, text)"
+        " tool_call_id, name, text, fraction)"
         f" SELECT :s, (SELECT coalesce(max(m.seq), 0) FROM {S}.messages m"
-        f" WHERE m.session_id = :s), (SELECT r.run_seq FROM {S}.sessions r WHERE r.id = :s),"
-        " 0, 0, :p, 'progress', :id, :tool, ''"
+        f" WHERE m.session_id = :s), {run_sql}, :t, 0, :p, 'progress', :id, :tool, :note,"
+        " CAST(:fraction AS double precision)"
         " FROM (SELECT pg_advisory_xact_lock(:k)) AS lock"
         " ON CONFLICT (session_id, tool_call_id, part) WHERE kind = 'progress' DO NOTHING",
         {
-            "s": root_session_id,
-            "k": note_lock_key(root_session_id),
-            "p": WAIT_MARK,
+            "s": session_id,
+            "k": note_lock_key(session_id),
             "id": tool_call_id,
             "tool": tool,
+            **values,
         },
     )
 

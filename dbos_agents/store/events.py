@@ -96,12 +96,14 @@ def read_log(
             messages = [transcript.entry_of(r) for r in message_rows]
             logged = [Logged.of_row(r) for r in delta_rows]
             call_ids = [c.id for m in messages for c in m.tool_calls]
-            marked = [d.tool_call_id or "" for d in logged if deltas.is_wait_mark(d)]
-            call_ids += [
-                ask_id(d.tool_call_id or "", d.part)
-                for d in logged
-                if d.kind == "progress" and not deltas.is_wait_mark(d)
-            ]
+            marked: list[str] = []
+            for d in logged:
+                if d.kind != "progress":
+                    continue
+                if deltas.is_wait_mark(d):  # a sub-agent's wait, by its own id
+                    marked.append(d.tool_call_id or "")
+                else:  # a durable tool's note: the ask it may have opened
+                    call_ids.append(ask_id(d.tool_call_id or "", d.part))
             results = [m.tool_call_id for m in messages if m.role == "tool" and m.tool_call_id]
             looked = bool(call_ids or marked)
             more = [_waits_stmt(session_id, call_ids, marked, system_schema)] if looked else []

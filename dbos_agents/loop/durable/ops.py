@@ -234,9 +234,12 @@ class Ops:
             deadline=time.time() + timeout.total_seconds(),
         )
         waiting = "waiting for approval" if kind == "approval" else f"waiting for {name}"
-        shown = [self._note_stmt(note, waiting, None)]
-        if c.spec["session_id"] != c.spec["root_session_id"]:  # chat UIs follow the root
-            shown.append(deltas.wait_mark_stmt(c.spec["root_session_id"], ask_id, name))
+        shown = [
+            self._note_stmt(note, waiting, None),
+            *deltas.wait_mark_stmts(
+                c.spec["session_id"], c.spec["root_session_id"], [(ask_id, name)]
+            ),  # in a sub-agent: chat UIs follow the root
+        ]
         async with drain.step():  # the wait and its note (readers: ``event: pending``)
             deadline = float((await self._one_of([stmt, *shown], "open ask")).deadline)
         get_context().ledger.announce(c.spec)

@@ -322,9 +322,7 @@ class RunParts:
 
 def _sub_agents_call(w: PendingEvent) -> str | None:
     """The root's sub-agent call under which ``w`` waits, if a sub-agent opened it."""
-    if w.owner_session_id is None or w.owner_session_id == w.root_session_id:
-        return None
-    return root_call(w.owner_session_id)
+    return None if w.owner_session_id is None else root_call(w.owner_session_id)
 
 
 def _progress(e: ProgressEvent) -> ProgressPart:
