@@ -5,7 +5,7 @@
 // argv[2]: {url, agent, threadId, message, timeoutMs?}; past timeoutMs (default 45000) the
 // script says on stderr which run hung and what it had seen, and exits 1.
 import { buildResumeArray } from "@ag-ui/client";
-import { makeAgent, print, runOnce, spec } from "./lib.mjs";
+import { TOOLS as tools, answerConfirm, makeAgent, print, runOnce, spec } from "./lib.mjs";
 
 const s = spec();
 const timeoutMs = s.timeoutMs ?? 45000;
@@ -25,13 +25,6 @@ setTimeout(() => {
   process.exit(1);
 }, timeoutMs).unref();
 
-const tools = [
-  {
-    name: "confirm",
-    description: "Ask the user to confirm.",
-    parameters: { type: "object", properties: { question: { type: "string" } } },
-  },
-];
 agent.addMessage({ id: crypto.randomUUID(), role: "user", content: s.message });
 const first = await runOnce(agent, { tools });
 print(first);
@@ -43,18 +36,10 @@ stage = "the second run (resumed, approved; expecting the frontend tool confirm)
 seen = [];
 const second = await runOnce(agent, { tools, resume: buildResumeArray(interrupts, responses) });
 print(second);
-const calls = agent.messages.flatMap((m) => (m.role === "assistant" ? m.toolCalls ?? [] : []));
-const call = calls.find((c) => c.function.name === "confirm");
-if (call) {
-  const args = JSON.parse(call.function.arguments);
-  agent.addMessage({
-    id: crypto.randomUUID(),
-    role: "tool",
-    toolCallId: call.id,
-    content: JSON.stringify({ ok: true, note: `confirmed: ${args.question}` }),
-  });
+const answered = answerConfirm(agent);
+if (answered) {
   stage = "the third run (confirm answered; expecting the answer)";
   seen = [];
-  print({ ...(await runOnce(agent, { tools })), answered: call.id, args });
+  print({ ...(await runOnce(agent, { tools })), answered: answered.call.id, args: answered.args });
 }
 process.exit(0);

@@ -22,6 +22,33 @@ export function makeAgent({ url, agent, threadId, token, messages }) {
   });
 }
 
+/** The frontend tool the scripts declare: the page's confirm dialog. */
+export const TOOLS = [
+  {
+    name: "confirm",
+    description: "Ask the user to confirm.",
+    parameters: { type: "object", properties: { question: { type: "string" } } },
+  },
+];
+
+/**
+ * Run the agent's pending call of `confirm` as the page would (it says yes): its tool
+ * message is added to the thread. Returns {call, args}, or null when there is none.
+ */
+export function answerConfirm(agent) {
+  const calls = agent.messages.flatMap((m) => (m.role === "assistant" ? m.toolCalls ?? [] : []));
+  const call = calls.find((c) => c.function.name === "confirm");
+  if (!call) return null;
+  const args = JSON.parse(call.function.arguments);
+  agent.addMessage({
+    id: crypto.randomUUID(),
+    role: "tool",
+    toolCallId: call.id,
+    content: JSON.stringify({ ok: true, note: `confirmed: ${args.question}` }),
+  });
+  return { call, args };
+}
+
 /** The last assistant message's text. */
 export function lastText(agent) {
   const replies = agent.messages.filter((m) => m.role === "assistant" && m.content);

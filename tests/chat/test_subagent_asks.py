@@ -57,7 +57,7 @@ def test_a_sub_agent_asks_for_an_approval_then_the_page(
         "responses": 3,
         "timeoutMs": 45000,
     }
-    lines = node("ai-sdk/asks.mjs", json.dumps(cfg), timeout=90)
+    lines = node("ai-sdk/talk.mjs", json.dumps(cfg), timeout=90)
     done = lines[-1]
     assert done["event"] == "done" and done["status"] == "ready", done
     assert done["error"] is None and done["errors"] == [], done
