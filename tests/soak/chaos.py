@@ -293,10 +293,15 @@ class Fleet:
             p.kill()
             code = -999
         self.soak.stats.sigterms += 1
+        log = p.log()
+        if code == -signal.SIGKILL and self.armed[wid] and "crash point" in log:
+            # Its armed point came up in a step the drain let finish: the crash it was armed for.
+            self.soak.stats.self_kills += 1
+            self.soak.event(f"{wid} killed itself at {self.armed[wid]} while draining")
         # Before the worker installs its handler (interpreter start and imports, which take
         # seconds on a loaded machine) nothing can catch SIGTERM: -15 is then fine, nothing
         # ran. Once it printed STARTING_LINE, a worker must drain and exit 0.
-        if code != 0 and (was_ready or STARTING_LINE in p.log()):
+        elif code != 0 and (was_ready or STARTING_LINE in log):
             self.soak.stats.sigterm_bad.append(
                 f"{wid} pid={p.pid} exit={code} age={age:.2f}s ready={was_ready} log={p.log_path}"
             )
