@@ -5,8 +5,10 @@ messages), in one run.
 1. **Latency.** A worker (bench/streaming_worker.py: each piece stamped with the time it
    leaves the adapter), ``dbos-agents serve`` and this process (the readers) run apart on
    one database. For each N in ``--streams``, N sessions start at once over HTTP and N
-   readers follow ``GET /sessions/{id}/events``; each piece's latency is the reader's clock
-   at arrival minus its stamp. Every piece must arrive exactly once.
+   readers follow ``GET /sessions/{id}/events`` (``_lib/sse_reader``: a socket each, so the
+   readers take half the CPU httpx took from the cores the server shares); each piece's
+   latency is the reader's clock at arrival minus its stamp. Every piece must arrive exactly
+   once.
 2. **Per turn.** One in-process runtime plays sequential sessions of ``--turns`` tool turns
    and an answer with ``ScriptedModel`` streaming 8-character pieces (no model latency: the
    worst case for the overhead), alternating sessions with ``stream_replies`` on and off;
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _lib import cli, pyspy
+from _lib import cli, pyspy, sse_reader
 from _lib.child import Child
 from _lib.db import LOCAL_SERVER
 from _lib.procfs import backend_cpu_seconds, cpu_seconds, host_busy_pct, host_cpu
@@ -44,23 +46,22 @@ HERE = Path(__file__).resolve().parent
 PEER_PY = HERE / "peers" / ".venv" / "bin" / "python"
 
 
-async def _read(http: httpx.AsyncClient, url: str, token: str, out: list[float]) -> int:
+async def _read(base: str, path: str, token: str, out: list[float]) -> int:
     """Follow one session's events until its run ends; the latency of each piece (ms)."""
     pieces = 0
+
+    def on_event(kind: str, data: bytes, now: float) -> bool:
+        nonlocal pieces
+        if kind == "delta":
+            for stamp in json.loads(data)["text"].split(";"):
+                if stamp:
+                    out.append((now - float(stamp)) * 1000)
+                    pieces += 1
+        return kind == "status"
+
+    url = httpx.URL(base)
     headers = {"Authorization": f"Bearer {token}"}
-    async with http.stream("GET", url, headers=headers) as r:
-        kind = ""
-        async for line in r.aiter_lines():
-            if line.startswith("event: "):
-                kind = line[7:]
-            elif line.startswith("data: ") and kind == "delta":
-                now = time.time()
-                for stamp in json.loads(line[6:])["text"].split(";"):
-                    if stamp:
-                        out.append((now - float(stamp)) * 1000)
-                        pieces += 1
-            elif line.startswith("data: ") and kind == "status":
-                return pieces
+    await sse_reader.follow(url.host, url.port or 80, path, headers, on_event)
     return pieces
 
 
@@ -73,7 +74,7 @@ async def latency_round(base: str, n: int, pieces: int) -> dict[str, Any]:
             r = await http.post(f"{base}/sessions", json={"agent": "stamp", "message": str(i)})
             r.raise_for_status()
             sid, token = r.json()["session_id"], r.json()["token"]
-            return await _read(http, f"{base}/sessions/{sid}/events", token, out)
+            return await _read(base, f"/sessions/{sid}/events", token, out)
 
         out: list[float] = []
         got = await asyncio.gather(*(one(i, out) for i in range(n)))
