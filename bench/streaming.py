@@ -46,23 +46,39 @@ HERE = Path(__file__).resolve().parent
 PEER_PY = HERE / "peers" / ".venv" / "bin" / "python"
 
 
-async def _read(base: str, path: str, token: str, out: list[float]) -> int:
-    """Follow one session's events until its run ends; the latency of each piece (ms)."""
-    pieces = 0
+async def _read(base: str, path: str, token: str, out: list[float]) -> tuple[int, float]:
+    """Follow one stream until its run ends: the latency of each piece (ms) into ``out``;
+    the number of pieces and the first one's stamp."""
+    pieces, first = 0, 0.0
 
     def on_event(kind: str, data: bytes, now: float) -> bool:
-        nonlocal pieces
+        nonlocal pieces, first
         if kind == "delta":
             for stamp in json.loads(data)["text"].split(";"):
                 if stamp:
                     out.append((now - float(stamp)) * 1000)
+                    first = first or float(stamp)
                     pieces += 1
         return kind == "status"
 
     url = httpx.URL(base)
     headers = {"Authorization": f"Bearer {token}"}
     await sse_reader.follow(url.host, url.port or 80, path, headers, on_event)
-    return pieces
+    return pieces, first
+
+
+def _figures(n: int, pieces: int, got: list[tuple[int, float]], out: list[float]) -> dict[str, Any]:
+    firsts = [f for _, f in got if f]
+    return {
+        "streams": n,
+        "pieces": len(out),
+        "sessions_with_wrong_count": sum(1 for g, _ in got if g != pieces),
+        "p50_ms": round(pct(out, 50), 2),
+        "p90_ms": round(pct(out, 90), 2),
+        "p99_ms": round(pct(out, 99), 2),
+        "max_ms": round(max(out), 2),
+        "ramp_ms": round((max(firsts) - min(firsts)) * 1000) if firsts else 0,
+    }
 
 
 async def latency_round(base: str, n: int, pieces: int) -> dict[str, Any]:
@@ -70,7 +86,7 @@ async def latency_round(base: str, n: int, pieces: int) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=2 * n + 10, max_keepalive_connections=0)
     async with httpx.AsyncClient(timeout=httpx.Timeout(120.0), limits=limits) as http:
 
-        async def one(i: int, out: list[float]) -> int:
+        async def one(i: int, out: list[float]) -> tuple[int, float]:
             r = await http.post(f"{base}/sessions", json={"agent": "stamp", "message": str(i)})
             r.raise_for_status()
             sid, token = r.json()["session_id"], r.json()["token"]
@@ -78,16 +94,7 @@ async def latency_round(base: str, n: int, pieces: int) -> dict[str, Any]:
 
         out: list[float] = []
         got = await asyncio.gather(*(one(i, out) for i in range(n)))
-    bad = sum(1 for g in got if g != pieces)
-    return {
-        "streams": n,
-        "pieces": len(out),
-        "sessions_with_wrong_count": bad,
-        "p50_ms": round(pct(out, 50), 2),
-        "p90_ms": round(pct(out, 90), 2),
-        "p99_ms": round(pct(out, 99), 2),
-        "max_ms": round(max(out), 2),
-    }
+    return _figures(n, pieces, got, out)
 
 
 def latency(
@@ -100,9 +107,7 @@ def latency(
     name = "dbos_agents_bench_streaming"
     url = create_fresh_database(server_url, name)
     env = {**os.environ, "DBOS_AGENTS_DATABASE_URL": url}
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     worker = Child(
         [
             sys.executable,
@@ -171,6 +176,82 @@ def latency(
         drop_database(server_url, name)
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_for_port(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+FLOORS = {"local": "floor: SSE stack only", "notify": "floor: + pg_notify from a producer"}
+
+
+def floor(
+    server_url: str, mode: str, n: int, pieces: int, pace_ms: float, ramp_ms: float
+) -> dict[str, Any]:
+    """bench/streaming_floor.py's ``mode`` with ``n`` streams started over ``ramp_ms`` (as
+    our own sessions started in the round before), read by the same readers."""
+    name = "dbos_agents_bench_floor"
+    url = create_fresh_database(server_url, name) if mode == "notify" else None
+    script = str(HERE / "streaming_floor.py")
+    common = ["--streams", str(n), "--pieces", str(pieces), "--pace-ms", str(pace_ms)]
+    offsets = [i * ramp_ms / max(1, n - 1) for i in range(n)]
+    port = _free_port()
+    db = ["--database-url", url] if url else []
+    producer = None
+    if url:
+        spread = ",".join(f"{o:.1f}" for o in offsets)
+        producer = Child(
+            [sys.executable, script, "--produce", *db, *common, "--offsets-ms", spread]
+        )
+        producer.expect("READY", 60)
+    cmd = [sys.executable, script, "--serve", mode, "--port", str(port), *common, *db]
+    server = subprocess.Popen(cmd)
+    try:
+        _wait_for_port(port)
+        pids = {"server": server.pid, "readers": os.getpid()}
+        if producer is not None:
+            pids["worker"] = producer.proc.pid
+        cpu0 = {who: cpu_seconds(pid) for who, pid in pids.items()}
+        pg0, host0 = backend_cpu_seconds(name), host_cpu()
+        base = f"http://127.0.0.1:{port}"
+
+        async def run() -> list[tuple[int, float]]:
+            paths = [f"/floor/{i}?offset={offsets[i] / 1000:.4f}" for i in range(n)]
+            return await asyncio.gather(*(_read(base, path, "", out) for path in paths))
+
+        out: list[float] = []
+        row = _figures(n, pieces, asyncio.run(run()), out)
+        for who in ("worker", "server", "readers"):
+            pid = pids.get(who)
+            row[f"{who}_cpu_s"] = round(cpu_seconds(pid) - cpu0[who], 2) if pid else 0.0
+        row["postgres_cpu_s"] = round(backend_cpu_seconds(name) - pg0, 2)
+        row["host_busy_pct"] = round(host_busy_pct(host0), 1)
+        row["profiled"] = False
+        row["label"] = FLOORS[mode]
+        return row
+    finally:
+        server.terminate()
+        server.wait(30)
+        if producer is not None:
+            producer.proc.terminate()
+            producer.proc.wait(30)
+        if url:
+            drop_database(server_url, name)
+
+
 def per_turn(server_url: str, sessions: int, turns: int, rounds: int) -> dict[str, Any]:
     cmd = [sys.executable, str(HERE / "streaming_turns.py"), "--server-url", server_url]
     cmd += ["--sessions", str(sessions), "--turns", str(turns), "--rounds", str(rounds)]
@@ -201,14 +282,16 @@ def report(console: Console, lat: list[dict[str, Any]], turns: dict[str, Any] | 
     )
     console.print(
         "| streams | pieces | p50 | p90 | p99 | max | sessions with a wrong count"
-        " | CPU s: worker | server | readers | Postgres | host busy % |"
+        " | starts spread ms | CPU s: worker | server | readers | Postgres | host busy % |"
     )
-    console.print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    console.print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in lat:
         console.print(
-            f"| {r['streams']}{' (py-spy)' if r['profiled'] else ''} | {r['pieces']}"
+            f"| {r['streams']}{' (py-spy)' if r['profiled'] else ''}"
+            f"{' (' + r['label'] + ')' if r.get('label') else ''} | {r['pieces']}"
             f" | {r['p50_ms']} | {r['p90_ms']} | {r['p99_ms']} | {r['max_ms']}"
-            f" | {r['sessions_with_wrong_count']} | {r['worker_cpu_s']} | {r['server_cpu_s']}"
+            f" | {r['sessions_with_wrong_count']} | {r['ramp_ms']} | {r['worker_cpu_s']}"
+            f" | {r['server_cpu_s']}"
             f" | {r['readers_cpu_s']} | {r['postgres_cpu_s']} | {r['host_busy_pct']} |"
         )
     if turns is None:
@@ -241,6 +324,7 @@ def main() -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--profile", type=Path, help="py-spy the worker and server at the largest N")
     p.add_argument("--latency-only", action="store_true", help="skip the per-turn part")
+    p.add_argument("--no-floors", action="store_true", help="skip the floors of the largest N")
     cli.options(p, pieces=40, pace_ms=50.0, sessions=20, turns=10, rounds=3)
     args = p.parse_args()
     streams = [int(x) for x in args.streams.split(",") if x]
@@ -248,6 +332,19 @@ def main() -> None:
         console = Console()
         console.print(f"[streaming] latency: {streams} streams, {args.pieces} pieces each")
         lat = latency(args.server_url, streams, args.pieces, args.pace_ms, args.profile)
+        if not args.no_floors:
+            ours = lat[-1]
+            for mode in FLOORS:
+                lat.append(
+                    floor(
+                        args.server_url,
+                        mode,
+                        ours["streams"],
+                        args.pieces,
+                        args.pace_ms,
+                        ours["ramp_ms"],
+                    )
+                )
         turns = None
         if not args.latency_only:
             console.print("[streaming] per turn: on/off alternated")
