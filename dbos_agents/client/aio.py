@@ -6,7 +6,8 @@ and runs in a worker thread (``anyio.to_thread``, the pool Starlette uses). Why 
 class and not ``*_async`` methods on ``AgentClient``: an async caller should not be one
 typo away from a blocking call on its event loop. A call once started runs to its end
 even if the awaiting task is cancelled: a submit is never left half-done by a cancelled
-request. ``wait`` and ``stream`` hold no thread between their reads.
+request. ``wait`` and ``stream`` hold no thread between their reads, and ``read_events``
+(a live stream's full read) none at all: it runs on the loop (``loop_reads.py``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from ..errors import SessionNotFoundError
 from ..events import Cursor, SessionEvent
 from ..outcome import TERMINAL, SessionInfo
 from ..settings import Settings
+from ..store import events as event_log
+from ..store import pg
 from ..store.db import ping
 from ..store.unavailable import translate
-from .live import Progress, cursor_of
+from .live import EventBatch, Progress, cursor_of
 from .scope import Scope
 from .state import AsyncStateReads
 from .sync import AgentClient
@@ -107,6 +110,7 @@ class AsyncAgentClient(AsyncStateReads):
 
     async def aclose(self) -> None:
         if self._owns:
+            await self._sync.loop_reads.aclose()
             await _off_loop(self._sync.close)
 
     async def __aenter__(self) -> AsyncAgentClient:
@@ -145,7 +149,6 @@ class AsyncAgentClient(AsyncStateReads):
     session = _awaited(AgentClient.session)
     sessions = _awaited(AgentClient.sessions)
     events = _awaited(AgentClient.events)
-    read_events = _awaited(AgentClient.read_events)
     history = _awaited(AgentClient.history)
     fork = _awaited(AgentClient.fork)
     tool_calls = _awaited(AgentClient.tool_calls)
@@ -159,6 +162,23 @@ class AsyncAgentClient(AsyncStateReads):
     revoke_tokens = _awaited(AgentClient.revoke_tokens)
     reap_tombstones = _awaited(AgentClient.reap_tombstones)
     reap_deltas = _awaited(AgentClient.reap_deltas)
+
+    async def read_events(
+        self, session_id: str, after: str | Cursor | None = None, *, limit: int = event_log.BATCH
+    ) -> EventBatch:
+        """``AgentClient.read_events``, on this event loop (``loop_reads.py``): a live
+        stream's full read takes no thread."""
+        storable.check_id(session_id, "session_id")
+        storable.check_int(limit, "limit", 1, event_log.BATCH)
+        start = cursor_of(after)
+        schema = self.settings.dbos_system_schema
+
+        async def read(driver: pg.Driver) -> event_log.LogRead:
+            return await event_log.read_log_async(driver, session_id, start, limit, schema)
+
+        with translate(self.database_url):
+            got = await self._sync.loop_reads.run(read)
+        return self._sync._batch(session_id, got)
 
     async def watch(self, session_id: str, *, check: bool = True) -> AsyncSessionWatch:
         """A watch on the session (see ``AgentClient.watch``) on this client's one shared

@@ -124,6 +124,10 @@ class LiveReads:
         read = event_log.read_log(
             self.engine, session_id, start, limit, self.settings.dbos_system_schema
         )
+        return self._batch(session_id, read)
+
+    def _batch(self, session_id: str, read: event_log.LogRead) -> EventBatch:
+        """A read of the live log as the caller may see it (its scope checked)."""
         if read.status is None or read.identity is None or read.token_generation is None:
             raise SessionNotFoundError(session_id)
         if self._scope is not None:

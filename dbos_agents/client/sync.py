@@ -46,6 +46,7 @@ from ..store.unavailable import translate, translated
 from . import submit
 from .history import HistoryReads
 from .live import LiveReads
+from .loop_reads import LoopReads
 from .scope import Scope
 from .state import StateReads
 from .watch import Watches
@@ -79,6 +80,8 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
         self._owns = True
         self.watches = Watches(url, s.connect_timeout_sec, self.engine)
         """The async client's shared LISTEN connection (``watch.py``), opened on first use."""
+        self.loop_reads = LoopReads(url, s.connect_timeout_sec)
+        """The async client's full reads of live streams, on its event loop (``loop_reads.py``)."""
 
     # --- scope --------------------------------------------------------------------------
 
@@ -140,6 +143,7 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
         """Close the pools (a scoped client shares its admin client's: a no-op)."""
         if self._owns:
             self.watches.stop()
+            self.loop_reads.close()
             self.dbos.destroy()
             self.engine.dispose()
 

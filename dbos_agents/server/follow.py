@@ -95,7 +95,7 @@ async def follow(
                 batch = await client.read_events(session_id, progress.cursor)
             except (DatabaseUnavailableError, SessionNotFoundError) as exc:
                 # The response has started: end it; the client resumes from its cursor.
-                log.warning("event stream ended early", extra={"error": str(exc)})
+                log.warning("event stream ended early: %r", exc, extra={"error": str(exc)})
                 yield Stop("DATABASE_UNAVAILABLE", "the event stream ended early")
                 return
             events, step = progress.take(batch)

@@ -9,6 +9,7 @@ before the messages of the run it ends.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,15 @@ class LogRead:
     log: Merged
 
 
+Plan = Generator[list[Stmt], list[list[Any]], LogRead]
+"""A live-log read without its I/O: it yields the statements of each round trip, is sent
+their rows, and returns the read (``read_log`` runs it in a thread, ``read_log_async`` on
+the event loop)."""
+
+_BEGIN: Stmt = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {})
+_COMMIT: Stmt = ("COMMIT", {})
+
+
 def read_log(
     engine: sa.Engine,
     session_id: str,
@@ -78,38 +88,74 @@ def read_log(
     limit: int = BATCH,
     system_schema: str = "dbos",
 ) -> LogRead:
+    """``log_plan`` on a pooled connection."""
+    plan = log_plan(session_id, after, limit, system_schema)
+    with engine.connect() as conn:
+        conn.execution_options(isolation_level="REPEATABLE READ")
+        with conn.begin():
+            stmts = next(plan)
+            try:
+                while True:
+                    stmts = plan.send(pg.pipelined(conn, stmts))
+            except StopIteration as done:
+                read: LogRead = done.value
+                return read
+
+
+async def read_log_async(
+    driver: pg.Driver,
+    session_id: str,
+    after: Cursor,
+    limit: int = BATCH,
+    system_schema: str = "dbos",
+) -> LogRead:
+    """``log_plan`` on an autocommit connection of the caller's event loop, with no thread
+    and no pool ping: ``BEGIN`` rides in the first round trip, ``COMMIT`` in the last one
+    when there is a second."""
+    plan = log_plan(session_id, after, limit, system_schema)
+    rows = (await pg.fetch_all(driver, [_BEGIN, *next(plan)]))[1:]
+    try:
+        more = plan.send(rows)
+    except StopIteration as done:
+        await pg.fetch(driver, _COMMIT)
+        first: LogRead = done.value
+        return first
+    rows = (await pg.fetch_all(driver, [*more, _COMMIT]))[:-1]
+    try:
+        plan.send(rows)
+    except StopIteration as done:
+        second: LogRead = done.value
+        return second
+    raise AssertionError("a live-log read takes two round trips at most")
+
+
+def log_plan(session_id: str, after: Cursor, limit: int, system_schema: str) -> Plan:
     """The status, the messages after ``after.seq``, the deltas after ``after.delta`` and
     the open waits of those messages' calls (and of the durable tools' asks and the
     sub-agents' waits those deltas announce), in one REPEATABLE READ transaction: a
     message and the deltas before it come from the same snapshot, never half of them."""
-    with engine.connect() as conn:
-        conn.execution_options(isolation_level="REPEATABLE READ")
-        with conn.begin():
-            status_rows, message_rows, delta_rows = pg.pipelined(
-                conn,
-                [
-                    (_STATUS, {"s": session_id}),
-                    transcript.entries_stmt(session_id, after.seq, limit),
-                    deltas.read_stmt(session_id, after.delta, limit, after.seq),
-                ],
-            )
-            messages = [transcript.entry_of(r) for r in message_rows]
-            logged = [Logged.of_row(r) for r in delta_rows]
-            call_ids = [c.id for m in messages for c in m.tool_calls]
-            marked: list[str] = []
-            for d in logged:
-                if d.kind != "progress":
-                    continue
-                if deltas.is_wait_mark(d):  # a sub-agent's wait, by its own id
-                    marked.append(d.tool_call_id or "")
-                else:  # a durable tool's note: the ask it may have opened
-                    call_ids.append(ask_id(d.tool_call_id or "", d.part))
-            results = [m.tool_call_id for m in messages if m.role == "tool" and m.tool_call_id]
-            looked = bool(call_ids or marked)
-            more = [_waits_stmt(session_id, call_ids, marked, system_schema)] if looked else []
-            if results:
-                more.append(state_rows.for_calls_stmt(session_id, results))
-            got = pg.pipelined(conn, more) if more else []
+    status_rows, message_rows, delta_rows = yield [
+        (_STATUS, {"s": session_id}),
+        transcript.entries_stmt(session_id, after.seq, limit),
+        deltas.read_stmt(session_id, after.delta, limit, after.seq),
+    ]
+    messages = [transcript.entry_of(r) for r in message_rows]
+    logged = [Logged.of_row(r) for r in delta_rows]
+    call_ids = [c.id for m in messages for c in m.tool_calls]
+    marked: list[str] = []
+    for d in logged:
+        if d.kind != "progress":
+            continue
+        if deltas.is_wait_mark(d):  # a sub-agent's wait, by its own id
+            marked.append(d.tool_call_id or "")
+        else:  # a durable tool's note: the ask it may have opened
+            call_ids.append(ask_id(d.tool_call_id or "", d.part))
+    results = [m.tool_call_id for m in messages if m.role == "tool" and m.tool_call_id]
+    looked = bool(call_ids or marked)
+    more = [_waits_stmt(session_id, call_ids, marked, system_schema)] if looked else []
+    if results:
+        more.append(state_rows.for_calls_stmt(session_id, results))
+    got = (yield more) if more else []
     waits = _open_waits(got.pop(0)) if looked else {}
     states = _states(got.pop(0)) if results else {}
     row = status_rows[0] if status_rows else None

@@ -70,7 +70,8 @@ def keep_on(loop: asyncio.AbstractEventLoop) -> None:
     _keeping.add(loop)
 
 
-def _usable(raw: Driver) -> bool:
+def usable(raw: Driver) -> bool:
+    """Open, in autocommit, with no transaction left: fit to hand out again."""
     return (
         not (raw.broken or raw.closed)
         and raw.autocommit
@@ -85,7 +86,7 @@ async def checkout(engine: AsyncEngine) -> tuple[AsyncConnection, Driver]:
     kept = _idle.get((engine, asyncio.get_running_loop()))
     while kept:
         conn, driver_conn = kept.pop()
-        if _usable(driver_conn):
+        if usable(driver_conn):
             return conn, driver_conn
         await _close(conn, driver_conn)
     conn = await engine.connect()
@@ -104,7 +105,7 @@ async def release(engine: AsyncEngine, conn: AsyncConnection, raw: Driver) -> No
     autocommit connection and fewer than ``KEEP`` are kept; otherwise to the pool (a
     broken one invalidated, so the pool never hands it out again)."""
     loop = asyncio.get_running_loop()
-    if loop in _keeping and _usable(raw):
+    if loop in _keeping and usable(raw):
         kept = _idle.setdefault((engine, loop), [])
         if len(kept) < KEEP:
             kept.append((conn, raw))

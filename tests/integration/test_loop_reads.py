@@ -1,0 +1,100 @@
+"""The async client's full reads on its event loop (``client/loop_reads.py``): a connection
+is kept and handed out again, one the server dropped is replaced without the caller seeing
+it, one a read left mid-protocol is never kept, and the reads run on the loop (no thread)
+and give what the sync client's read gives."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+
+from dbos_agents import AgentClient, AgentRuntime, AsyncAgentClient
+from dbos_agents.client.loop_reads import LIMIT, LoopReads
+from dbos_agents.store import pg
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+
+async def _backend(conn: pg.Driver) -> int:
+    cur = await conn.execute("SELECT pg_backend_pid()")
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_a_connection_is_kept_and_handed_out_again(integration_database_url: str) -> None:
+    reads = LoopReads(integration_database_url, 5)
+    try:
+        first = await reads.run(_backend)
+        second = await reads.run(_backend)
+        assert first == second
+        assert reads.connects == 1
+    finally:
+        await reads.aclose()
+
+
+async def test_a_connection_the_server_dropped_is_replaced_unseen(
+    integration_database_url: str,
+) -> None:
+    reads = LoopReads(integration_database_url, 5)
+    try:
+        gone = await reads.run(_backend)
+        with psycopg.connect(integration_database_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (gone,))
+        await asyncio.sleep(0.2)
+        now = await reads.run(_backend)
+        assert now != gone
+        assert reads.connects == 2
+    finally:
+        await reads.aclose()
+
+
+async def test_a_read_that_fails_mid_transaction_leaves_nothing_kept(
+    integration_database_url: str,
+) -> None:
+    reads = LoopReads(integration_database_url, 5)
+
+    async def half(conn: pg.Driver) -> None:
+        await conn.execute("BEGIN")
+        raise ValueError("the caller's own error")
+
+    try:
+        with pytest.raises(ValueError, match="own error"):
+            await reads.run(half)
+        await reads.run(_backend)
+        assert reads.connects == 2, "a connection left in a transaction was handed out again"
+    finally:
+        await reads.aclose()
+
+
+async def test_at_most_limit_reads_run_at_once(integration_database_url: str) -> None:
+    reads = LoopReads(integration_database_url, 5)
+    running = peak = 0
+
+    async def slow(conn: pg.Driver) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await conn.execute("SELECT pg_sleep(0.05)")
+        running -= 1
+
+    try:
+        await asyncio.gather(*(reads.run(slow) for _ in range(3 * LIMIT)))
+        assert peak == LIMIT
+        assert reads.connects == LIMIT
+    finally:
+        await reads.aclose()
+
+
+async def test_full_reads_run_on_the_loop_and_match_the_sync_read(
+    runtime: AgentRuntime, integration_database_url: str, client: AgentClient
+) -> None:
+    async with await AsyncAgentClient.connect(integration_database_url) as fresh:
+        sid = await fresh.start("streamer", "loop reads: hello")
+        await fresh.wait(sid, timeout=30)
+        got = await fresh.read_events(sid)
+        assert fresh.sync.loop_reads.connects == 1, "the read did not run on the loop"
+        assert got == client.read_events(sid)
+        assert [type(e).__name__ for e in got.events][-1] == "MessageEvent"
