@@ -4,7 +4,8 @@ so the run tells how much of a piece's latency is the host and the stack, not db
 - ``--serve local``: uvicorn (uvloop, httptools), Starlette and sse-starlette, as
   ``dbos-agents serve`` runs them; each stream's pieces are stamped in the server itself.
 - ``--serve notify``: the same server forwards pieces that a producer process (``--produce``)
-  stamps and sends through Postgres: every ``--flush-ms`` one transaction of ``pg_notify``,
+  stamps and sends through Postgres: every ``--flush-ms`` (default: our worker's
+  ``stream_flush_sec``) one transaction of ``pg_notify``,
   a piece each, which the server's LISTEN thread hands to the streams' queues (no table,
   no read: less than any durable log can do).
 
@@ -31,6 +32,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
+
+from dbos_agents import Settings
 
 CHANNEL = "bench_floor"
 GO = "bench_floor_go"
@@ -138,7 +141,8 @@ def main() -> None:
     p.add_argument("--produce", action="store_true")
     p.add_argument("--offsets-ms", default="")
     cli.add_database_url(p)
-    cli.options(p, port=0, streams=200, pieces=40, pace_ms=50.0, flush_ms=5.0)
+    flush_ms = Settings.model_fields["stream_flush_sec"].default * 1000
+    cli.options(p, port=0, streams=200, pieces=40, pace_ms=50.0, flush_ms=flush_ms)
     args = p.parse_args()
     pace = args.pace_ms / 1000
     if args.produce:
