@@ -1,19 +1,22 @@
-"""New deltas for every live stream of a process, read in one query per batch.
+"""New deltas for every live stream of a process, handed over as the worker announces them.
 
 A streamed reply notifies its session at every batch the worker writes (up to a hundred a
 second). If each open stream answered with its own full read (status, messages, deltas and
 waits, in a transaction), a server holding 200 streams would run thousands of reads a
 second. Instead the worker marks a notification that announces only new deltas
-(``announce.DELTAS``), and one thread per client reads the new deltas of every notified
-session that has a subscriber, in one statement, and hands each stream its rows. A stream
-that is up to date on messages shows them as they are. A notification of anything else
-(a message, a status) still wakes the stream's watch for a full read, and so does a row
-written after a message the stream has not read.
+(``announce.DELTAS``) and puts the rows in it when they fit (``deltas.insert_announced_stmt``):
+the listener's thread hands them to the session's streams as they are, with no read. A
+notification without its rows (too long for a payload, or from an older worker) makes one
+thread per client read the new deltas of every such session that has a subscriber, in one
+statement; rows heard while a read of their session is due or under way wait for it, so a
+stream gets its rows in order. A stream that is up to date on messages shows them as they
+are. A notification of anything else (a message, a status) still wakes the stream's watch
+for a full read, and so does a row written after a message the stream has not read.
 
-A subscription is made before the stream's first full read: a row the feed read before
-it was committed before it, so that read sees it; every row read after it is handed to it.
-Rows a full read already returned are passed over by id. The feed reads each session after
-the highest id it handed out and after what every subscriber has seen, whichever is later.
+A subscription is made before the stream's first full read: a row handed out before it was
+committed before it, so that read sees it; every row handed out after it goes to it.
+Rows a full read already returned are passed over by id. The feed hands out each session's
+rows after the highest id it handed out and after what every subscriber has seen.
 """
 
 from __future__ import annotations
@@ -72,8 +75,12 @@ class DeltaFeed:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._reading: set[str] = set()
+        """Sessions the read under way reads (rows heard meanwhile wait for the next)."""
         self.reads = 0
         """Batched reads made (a figure for tests and benchmarks)."""
+        self.handed = 0
+        """Notifications whose rows were handed over with no read."""
 
     def subscribe(self, session_id: str, after: int) -> Subscription:
         sub = Subscription(session_id, asyncio.get_running_loop(), after)
@@ -96,12 +103,22 @@ class DeltaFeed:
                 self._last.pop(sub.session_id, None)
                 self._dirty.discard(sub.session_id)
 
-    def heard(self, key: str) -> None:
-        """A notification's key (the listener's thread); ``""``: it reconnected."""
+    def heard(self, key: str, payload: str = "") -> None:
+        """A notification (the listener's thread); ``""``: it reconnected. Rows it carries
+        are handed over here, with no read, unless a read of that session is due or under
+        way: they wait for it then (it reads them too), so each stream gets its rows in
+        order."""
         if key.startswith(announce.DELTAS):
             sid = key.removeprefix(announce.DELTAS)
+            if sid not in self._subs:  # no lock: a stale answer costs one read or one drop
+                return
+            rows = deltas.parse_shown(payload)[1]
             with self._lock:
                 if sid not in self._subs:
+                    return
+                if rows is not None and sid not in self._dirty and sid not in self._reading:
+                    self._hand(sid, rows)
+                    self.handed += 1
                     return
                 self._dirty.add(sid)
             self._wake.set()
@@ -109,6 +126,19 @@ class DeltaFeed:
             with self._lock:
                 self._dirty.update(self._subs)
             self._wake.set()
+
+    def _hand(self, sid: str, got: list[Logged]) -> None:
+        """Rows of ``sid`` in id order to each of its subscribers (the lock held)."""
+        last = self._last.get(sid, 0)
+        got = [d for d in got if d.id > last]
+        if not got:
+            return
+        self._last[sid] = got[-1].id
+        for sub in self._subs.get(sid, []):
+            mine = [d for d in got if d.id > sub.after]
+            if mine:
+                with contextlib.suppress(RuntimeError):  # its loop is closed
+                    sub.loop.call_soon_threadsafe(sub._deliver, mine)
 
     def close(self) -> None:
         self._stop.set()
@@ -129,6 +159,7 @@ class DeltaFeed:
                     if self._subs.get(sid)
                 }
                 self._dirty.clear()
+                self._reading = set(after)
             if not after:
                 continue
             try:
@@ -138,6 +169,8 @@ class DeltaFeed:
                 self.reads += 1
             except Exception as exc:  # the streams' own timers and full reads cover it
                 log.debug("delta feed read failed", extra={"error": str(exc)})
+                with self._lock:
+                    self._reading = set()
                 self._stop.wait(1.0)
                 continue
             by_session: dict[str, list[Logged]] = {}
@@ -146,9 +179,5 @@ class DeltaFeed:
             with self._lock:
                 for sid, got in by_session.items():
                     if sid in self._subs:
-                        self._last[sid] = max(self._last.get(sid, 0), got[-1].id)
-                    for sub in self._subs.get(sid, []):
-                        mine = [d for d in got if d.id > sub.after]
-                        if mine:
-                            with contextlib.suppress(RuntimeError):  # its loop is closed
-                                sub.loop.call_soon_threadsafe(sub._deliver, mine)
+                        self._hand(sid, got)
+                self._reading = set()

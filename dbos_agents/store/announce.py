@@ -3,7 +3,8 @@
 A ``NOTIFY`` inside the turn's transaction would take Postgres's notify lock at every
 turn's commit, serializing the commits of every session. The worker instead collects the
 sessions whose writes committed, and the deltas its models are streaming, and writes them
-in one script per batch (the deltas, then one ``pg_notify`` statement), off the hot path,
+in one script per batch (the deltas, each session's announced with its rows, then one
+``pg_notify`` statement for the sessions whose writes committed), off the hot path,
 at once when idle and then at most every ``interval_sec``: a reader hears of a change a few
 milliseconds after it committed, never before, and a stream of tokens costs one small
 transaction per batch, not one per token.
@@ -45,13 +46,17 @@ CHANNELS = (CHANNEL, runs.CHANNEL)
 
 DELTAS = "+"
 """A payload's prefix when only new deltas were written (nothing committed changed): a
-reader that is up to date on messages may read just those (``client.feed``)."""
+reader that is up to date on messages may show just those (``client.feed``), which the
+payload carries when they fit (``deltas.insert_announced_stmt``)."""
 
 
 def key_of(channel: str, payload: str) -> str:
     """The session a notification on ``CHANNELS`` is about (a run's end names its run),
-    with ``DELTAS`` in front when it announces only new deltas."""
-    return payload.split(":", 1)[1] if channel == runs.CHANNEL else payload
+    with ``DELTAS`` in front when it announces only new deltas (and without the rows such
+    a notification may carry, ``deltas.parse_shown``)."""
+    if channel == runs.CHANNEL:
+        return payload.split(":", 1)[1]
+    return payload.partition(" ")[0]
 
 
 def session_of(channel: str, payload: str) -> str:
@@ -143,10 +148,10 @@ class Announcer:
             sid: self._staged.pop(sid) for sid in list(rows) if rows[sid] and sid in self._staged
         }
         shared = {sid: r for sid, r in rows.items() if r and sid not in own}
-        stmts = [deltas.insert_many_stmt(shared)] if shared else []
-        payloads = queued + sorted(DELTAS + s for s in shared if s not in queued)
-        if payloads:
-            stmts.append(notify_stmt(payloads))
+        only_deltas = sorted(s for s in shared if s not in queued)
+        stmts = [deltas.insert_announced_stmt(shared, CHANNEL, only_deltas)] if shared else []
+        if queued:
+            stmts.append(notify_stmt(queued))
         self._flushing = asyncio.get_running_loop().create_future()
         self._inflight = frozenset(s for s, r in rows.items() if r)
         try:

@@ -71,6 +71,24 @@ class Logged(Delta):
     def of_row(cls, row: Any) -> Logged:
         return cls(id=row.id, after_seq=row.after_seq, **_piece(row))
 
+    @classmethod
+    def of_shown(cls, v: list[Any]) -> Logged:
+        """A row as a notification carries it (``insert_announced_stmt``)."""
+        i, after_seq, run_seq, turn, attempt, part, kind, text, tool_index, call_id, name = v
+        return cls(
+            id=i,
+            after_seq=after_seq,
+            run_seq=run_seq,
+            turn=turn,
+            attempt=attempt,
+            part=part,
+            kind=kind,
+            text=text,
+            tool_index=tool_index,
+            tool_call_id=call_id,
+            name=name,
+        )
+
 
 def _piece(row: Any) -> dict[str, Any]:
     return {
@@ -118,6 +136,42 @@ def insert_many_stmt(by_session: Mapping[str, Sequence[Delta]]) -> Stmt:
         " DO NOTHING",
         {"rows": json.dumps(rows, separators=(",", ":"))},
     )
+
+
+NOTIFY_LIMIT = 7900
+"""Bytes of a notification's payload at most (Postgres refuses 8,000 and more)."""
+
+_SHOWN = "id, after_seq, run_seq, turn, attempt, part, kind, text, tool_index, tool_call_id, name"
+"""A row as a notification carries it (``Logged.of_shown``), in this order."""
+
+
+def insert_announced_stmt(
+    by_session: Mapping[str, Sequence[Delta]], channel: str, announce: Sequence[str]
+) -> Stmt:
+    """``insert_many_stmt``, and for each session of ``announce`` that got new rows one
+    ``NOTIFY`` on ``channel`` that carries them: ``+<session id> <JSON rows>`` (``parse``),
+    so a reader shows them without reading them back; a batch too long for a payload is
+    announced as ``+<session id>`` alone (the reader reads it). Rows a retried batch wrote
+    before are not inserted again, nor announced again."""
+    sql, params = insert_many_stmt(by_session)
+    return (
+        f"WITH ins AS ({sql} RETURNING session_id, {_SHOWN}),"
+        " g AS (SELECT session_id, '+' || session_id || ' '"
+        f" || json_agg(json_build_array({_SHOWN}) ORDER BY id)::text AS p FROM ins"
+        " WHERE session_id = ANY(CAST(:announce AS text[])) GROUP BY session_id)"
+        f" SELECT pg_notify('{channel}', CASE WHEN octet_length(p) <= {NOTIFY_LIMIT} THEN p"
+        " ELSE '+' || session_id END) FROM g",
+        {**params, "announce": list(announce)},
+    )
+
+
+def parse_shown(payload: str) -> tuple[str, list[Logged] | None]:
+    """A ``+`` notification's session and the rows it carries (None: it carries none, read
+    them)."""
+    head, _, rows = payload.partition(" ")
+    if not rows:
+        return head, None
+    return head, [Logged.of_shown(v) for v in json.loads(rows)]
 
 
 def progress_stmt(

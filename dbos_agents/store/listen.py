@@ -33,15 +33,16 @@ class Listener:
         *,
         connect_timeout_sec: float = 5.0,
         key: Callable[[str, str], str] | None = None,
-        tap: Callable[[str], None] | None = None,
+        tap: Callable[[str, str], None] | None = None,
     ):
         self.database_url = database_url
         self.channels = (channel,) if isinstance(channel, str) else tuple(channel)
         self.channel = self.channels[0]
         self._key = key or (lambda _channel, payload: payload)
         self._tap = tap
-        """Called (on the listener's thread) with every notification's key, and with ``""``
-        after each (re)connect: for one consumer that batches what it hears."""
+        """Called (on the listener's thread) with every notification's key and payload, and
+        with ``("", "")`` after each (re)connect: for one consumer that batches what it
+        hears."""
         self.connect_timeout_sec = connect_timeout_sec
         self.connects = 0
         """Connections made (each one wakes every waiter)."""
@@ -83,13 +84,13 @@ class Listener:
                     self.listening.set()
                     self._waiters.resolve_all(None)  # whatever was announced while nobody listened
                     if self._tap is not None:
-                        self._tap("")
+                        self._tap("", "")
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
                             key = self._key(note.channel, note.payload)
                             self._waiters.resolve(key, None)
                             if self._tap is not None:
-                                self._tap(key)
+                                self._tap(key, note.payload)
             except Exception as exc:  # database away: the waiters' own re-checks cover it
                 log.debug("listener reconnecting", extra={"error": str(exc)})
                 self._stop.wait(1.0)

@@ -1,6 +1,6 @@
 """Live streams fed between full reads: while replies stream, an async client's streams get
-their new deltas from one batched read per notification (``client/feed.py``), and what
-they show is exactly what a reader that reads everything afterwards gets."""
+their new deltas from the worker's notifications (``client/feed.py``), and what they show
+is exactly what a reader that reads everything afterwards gets."""
 
 from __future__ import annotations
 
@@ -34,10 +34,10 @@ async def test_streams_fed_between_reads_show_what_a_full_read_shows(
     runtime: AgentRuntime, aclient: AsyncAgentClient
 ) -> None:
     feed = aclient.sync.watches.feed
-    reads = feed.reads
+    handed = feed.handed
     sids = [await aclient.start("slow_streamer", f"feed {i}") for i in range(3)]
     live = await asyncio.gather(*(_follow(aclient, sid) for sid in sids))
-    assert feed.reads > reads, "the deltas did not come through the feed"
+    assert feed.handed > handed, "the deltas did not come with their notifications"
     for sid, events in zip(sids, live, strict=True):
         deltas = [e for e in events if isinstance(e, DeltaEvent)]
         assert "".join(d.text for d in deltas) == LONG_REPLY
