@@ -169,9 +169,20 @@ async def _finish(
     """The run's end (``run_bounds.end``), its outcome recorded and announced with it;
     then handed to waiters in this process, durable now."""
     ledger = get_context().ledger
-    shown = await ledger.announcer.settle(spec["session_id"])  # a withdrawn reply, say
-    await run_bounds.end(ledger.ds.engine, spec, outcome, open_inbox, results, shown)
-    ledger.announce(spec)
+    sid, root = spec["session_id"], spec["root_session_id"]
+    shown = await ledger.announcer.settle(sid)  # a withdrawn reply, say
+    # The end's own NOTIFY (store.runs) wakes the session's readers after every write of
+    # the run: an announcement of the session still to come would only make every stream
+    # of it read again.
+    withdrawn = await ledger.announcer.withdraw(sid)
+    try:
+        await run_bounds.end(ledger.ds.engine, spec, outcome, open_inbox, results, shown)
+    except BaseException:
+        if withdrawn:
+            ledger.announcer.announce(sid)
+        raise
+    if root != sid:  # the root's readers are not woken by a sub-agent's end
+        ledger.announcer.announce(root)
     crash_point("after_run_end")
     outcomes.handover.resolve(run_key(spec["session_id"], spec["run_seq"]), outcome)
 

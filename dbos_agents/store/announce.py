@@ -92,6 +92,8 @@ class Announcer:
         self._flushing: asyncio.Future[None] | None = None
         self._inflight: frozenset[str] = frozenset()
         """Sessions whose deltas the flush in flight writes."""
+        self._announcing: frozenset[str] = frozenset()
+        """Sessions the flush in flight announces."""
         self.flushes = 0
         """Batches written (a figure for tests and benchmarks)."""
 
@@ -99,6 +101,16 @@ class Announcer:
         """These sessions changed (their writes committed)."""
         self._queued.update(session_ids)
         self._kick()
+
+    async def withdraw(self, session_id: str) -> bool:
+        """Take the session's announcement back (a run's end, whose own notification will
+        wake its readers after all of it): once no batch in flight announces it, it is
+        no longer queued. Returns whether it was (``announce`` it again if the end fails)."""
+        while self._flushing is not None and session_id in self._announcing:
+            await asyncio.shield(self._flushing)
+        queued = session_id in self._queued
+        self._queued.discard(session_id)
+        return queued
 
     def append(self, session_id: str, rows: list[deltas.Delta]) -> None:
         """Deltas of a turn of ``session_id``, shown to readers with the next batch."""
@@ -154,6 +166,7 @@ class Announcer:
             stmts.append(notify_stmt(queued))
         self._flushing = asyncio.get_running_loop().create_future()
         self._inflight = frozenset(s for s, r in rows.items() if r)
+        self._announcing = frozenset([*queued, *self._inflight])
         try:
             batches = [self._write(stmts, shared, queued, {})] if stmts else []
             batches += [
@@ -168,7 +181,7 @@ class Announcer:
                 await asyncio.sleep(1.0)
         finally:
             fut, self._flushing = self._flushing, None
-            self._inflight = frozenset()
+            self._inflight = self._announcing = frozenset()
             fut.set_result(None)
 
     @staticmethod
