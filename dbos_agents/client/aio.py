@@ -7,7 +7,8 @@ class and not ``*_async`` methods on ``AgentClient``: an async caller should not
 typo away from a blocking call on its event loop. A call once started runs to its end
 even if the awaiting task is cancelled: a submit is never left half-done by a cancelled
 request. ``wait`` and ``stream`` hold no thread between their reads, and ``read_events``
-(a live stream's full read) none at all: it runs on the loop (``loop_reads.py``).
+(a live stream's full read) and ``session`` none at all: they run on the loop
+(``loop_reads.py``), unless the wrapped client's class overrides them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..outcome import TERMINAL, SessionInfo
 from ..settings import Settings
 from ..store import events as event_log
 from ..store import pg
+from ..store import sessions as session_rows
 from ..store.db import ping
 from ..store.unavailable import translate
 from .live import EventBatch, Progress, cursor_of
@@ -43,6 +45,12 @@ T = TypeVar("T")
 
 async def _off_loop(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+def _overridden(client: AgentClient, name: str) -> bool:
+    """Whether the wrapped client's class replaces ``AgentClient.name`` (then that runs,
+    in a thread, as every other method does)."""
+    return getattr(type(client), name, None) is not getattr(AgentClient, name)
 
 
 def _awaited(
@@ -146,7 +154,6 @@ class AsyncAgentClient(AsyncStateReads):
 
     start = _awaited(AgentClient.start)
     send = _awaited(AgentClient.send)
-    session = _awaited(AgentClient.session)
     sessions = _awaited(AgentClient.sessions)
     events = _awaited(AgentClient.events)
     history = _awaited(AgentClient.history)
@@ -163,11 +170,28 @@ class AsyncAgentClient(AsyncStateReads):
     reap_tombstones = _awaited(AgentClient.reap_tombstones)
     reap_deltas = _awaited(AgentClient.reap_deltas)
 
+    async def session(self, session_id: str) -> SessionInfo:
+        """``AgentClient.session``, on this event loop (``loop_reads.py``): every chat-UI
+        request reads its session first."""
+        if _overridden(self._sync, "session"):
+            return await _off_loop(self._sync.session, session_id)
+        storable.check_id(session_id, "session_id")
+        schema = self.settings.dbos_system_schema
+
+        async def read(driver: pg.Driver) -> SessionInfo | None:
+            return await session_rows.get_on(driver, session_id, schema)
+
+        with translate(self.database_url):
+            info = await self._sync.loop_reads.run(read)
+        return self._sync._checked(session_id, info)
+
     async def read_events(
         self, session_id: str, after: str | Cursor | None = None, *, limit: int = event_log.BATCH
     ) -> EventBatch:
         """``AgentClient.read_events``, on this event loop (``loop_reads.py``): a live
         stream's full read takes no thread."""
+        if _overridden(self._sync, "read_events"):
+            return await _off_loop(self._sync.read_events, session_id, after, limit=limit)
         storable.check_id(session_id, "session_id")
         storable.check_int(limit, "limit", 1, event_log.BATCH)
         start = cursor_of(after)

@@ -124,6 +124,10 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
         """The session, if this client may act on it."""
         storable.check_id(session_id, "session_id")
         info = queries.get_session(self.engine, session_id, self.settings.dbos_system_schema)
+        return self._checked(session_id, info)
+
+    def _checked(self, session_id: str, info: SessionInfo | None) -> SessionInfo:
+        """A read of the session as this client may see it."""
         if info is None:
             raise SessionNotFoundError(session_id)
         if self._scope is not None:

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from .. import _dbos, storable
 from ..messages import Usage
 from ..outcome import RunSpec, SessionInfo
+from . import pg
 from .announce import CHANNEL as EVENTS_CHANNEL
 from .pg import Db, Stmt
 from .schema import SCHEMA as S
@@ -121,15 +122,25 @@ def interrupt_tree(conn: sa.Connection, root_session_id: str) -> list[sa.Row[Any
 def get(engine: sa.Engine, session_id: str, system_schema: str | None = None) -> SessionInfo | None:
     """The session; with DBOS's ``system_schema``, a run cancelled outside us reads
     ``interrupted`` (see ``_status``)."""
+    sql, params = _get_stmt(session_id, system_schema)
     with engine.connect() as conn:
-        r = conn.execute(
-            sa.text(
-                f"SELECT s.*, {_status(system_schema)} AS seen_status"
-                f" FROM {S}.sessions s WHERE s.id = :s"
-            ),
-            {"s": session_id},
-        ).first()
+        r = conn.execute(sa.text(sql), params).first()
     return None if r is None else _info(r)
+
+
+async def get_on(
+    driver: pg.Driver, session_id: str, system_schema: str | None = None
+) -> SessionInfo | None:
+    """``get`` on an autocommit connection of the caller's loop (the async client's)."""
+    rows = await pg.fetch(driver, _get_stmt(session_id, system_schema))
+    return _info(rows[0]) if rows else None
+
+
+def _get_stmt(session_id: str, system_schema: str | None) -> Stmt:
+    return (
+        f"SELECT s.*, {_status(system_schema)} AS seen_status FROM {S}.sessions s WHERE s.id = :s",
+        {"s": session_id},
+    )
 
 
 def list_recent(

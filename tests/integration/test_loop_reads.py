@@ -12,6 +12,8 @@ import pytest
 
 from dbos_agents import AgentClient, AgentRuntime, AsyncAgentClient
 from dbos_agents.client.loop_reads import LIMIT, LoopReads
+from dbos_agents.errors import AccessDeniedError, SessionNotFoundError
+from dbos_agents.outcome import SessionInfo
 from dbos_agents.store import pg
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -98,3 +100,38 @@ async def test_full_reads_run_on_the_loop_and_match_the_sync_read(
         assert fresh.sync.loop_reads.connects == 1, "the read did not run on the loop"
         assert got == client.read_events(sid)
         assert [type(e).__name__ for e in got.events][-1] == "MessageEvent"
+
+
+async def test_a_session_read_runs_on_the_loop(
+    runtime: AgentRuntime, integration_database_url: str, client: AgentClient
+) -> None:
+    async with await AsyncAgentClient.connect(integration_database_url) as fresh:
+        sid = await fresh.start("streamer", "loop reads: the session")
+        await fresh.wait(sid, timeout=30)
+        before = fresh.sync.loop_reads.connects
+        got = await fresh.session(sid)
+        assert fresh.sync.loop_reads.connects == before + (0 if before else 1)
+        assert got == client.session(sid)
+        scoped = fresh.for_identity("someone-else")
+        with pytest.raises(AccessDeniedError):
+            await scoped.session(sid)
+        with pytest.raises(SessionNotFoundError):
+            await fresh.session("ses_" + "0" * 32)
+
+
+class _Counting(AgentClient):
+    calls = 0
+
+    def session(self, session_id: str) -> SessionInfo:
+        type(self).calls += 1
+        return super().session(session_id)
+
+
+async def test_a_subclass_override_still_runs(
+    runtime: AgentRuntime, integration_database_url: str, client: AgentClient
+) -> None:
+    sid = await asyncio.to_thread(client.start, "streamer", "loop reads: override")
+    own = await asyncio.to_thread(_Counting, integration_database_url)
+    async with AsyncAgentClient(own, owns_client=True) as wrapped:
+        await wrapped.session(sid)
+    assert _Counting.calls == 1
