@@ -34,7 +34,7 @@ from ..store import sessions as session_rows
 from ..store.db import ping
 from ..store.unavailable import translate
 from .live import EventBatch, Progress, cursor_of
-from .scope import Scope
+from .scope import Scope, seen
 from .state import AsyncStateReads
 from .sync import AgentClient
 from .watch import AsyncSessionWatch, LiveWatch
@@ -183,7 +183,7 @@ class AsyncAgentClient(AsyncStateReads):
 
         with translate(self.database_url):
             info = await self._sync.loop_reads.run(read)
-        return self._sync._checked(session_id, info)
+        return seen(self.scope, session_id, info)
 
     async def read_events(
         self, session_id: str, after: str | Cursor | None = None, *, limit: int = event_log.BATCH

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import storable
-from ..errors import AccessDeniedError, InvalidRequestError
+from ..errors import AccessDeniedError, InvalidRequestError, SessionNotFoundError
+from ..outcome import SessionInfo
 
 
 @dataclass(frozen=True)
@@ -51,3 +52,12 @@ class Scope:
                 None, f"this client is scoped to {self}; it cannot act as another identity"
             )
         return user_id or self.user_id, tenant_id or self.tenant_id
+
+
+def seen(scope: Scope | None, session_id: str, info: SessionInfo | None) -> SessionInfo:
+    """A read of the session as a client of ``scope`` may see it (None: there is none)."""
+    if info is None:
+        raise SessionNotFoundError(session_id)
+    if scope is not None:
+        scope.check(session_id, info.user_id, info.tenant_id)
+    return info

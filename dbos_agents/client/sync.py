@@ -47,7 +47,7 @@ from . import submit
 from .history import HistoryReads
 from .live import LiveReads
 from .loop_reads import LoopReads
-from .scope import Scope
+from .scope import Scope, seen
 from .state import StateReads
 from .watch import Watches
 
@@ -124,15 +124,7 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
         """The session, if this client may act on it."""
         storable.check_id(session_id, "session_id")
         info = queries.get_session(self.engine, session_id, self.settings.dbos_system_schema)
-        return self._checked(session_id, info)
-
-    def _checked(self, session_id: str, info: SessionInfo | None) -> SessionInfo:
-        """A read of the session as this client may see it."""
-        if info is None:
-            raise SessionNotFoundError(session_id)
-        if self._scope is not None:
-            self._scope.check(session_id, info.user_id, info.tenant_id)
-        return info
+        return seen(self._scope, session_id, info)
 
     def _filters(self, user_id: str | None, tenant_id: str | None) -> tuple[str | None, str | None]:
         storable.check_optional_id(user_id, "user_id")
