@@ -30,7 +30,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -48,6 +47,7 @@ from _lib.tables import rich_table
 from rich.console import Console
 
 from dbos_agents.testing import create_fresh_database, drop_database
+from dbos_agents.testing.cluster import free_port
 
 HERE = Path(__file__).resolve().parent
 JS = HERE.parent / "js"
@@ -58,13 +58,6 @@ GOAL_FIRST_TOKEN_MS = 15.0
 """Issue 28: first token at the client after the model's first delta, p50, 100 chats."""
 GOAL_ROUND_TRIP_MS = 30.0
 """Issue 28: tool input shown -> output posted -> next text delta at the client, p50."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager
@@ -79,7 +72,7 @@ def processes(
         "DBOS_AGENTS_DATABASE_URL": url,
         "DBOS_AGENTS_SERVER_SECRET": secrets.token_urlsafe(32),
     }
-    port = _free_port()
+    port = free_port()
     worker = Child(
         [sys.executable, str(HERE / "chat_ui_worker.py"), "--database-url", url, *worker_args],
         env=env,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from dbos_agents import Agent, AgentRuntime
 from dbos_agents.client import AgentClient
 from dbos_agents.models import ScriptedModel
 from dbos_agents.testing import CrashHarness, WorkerProcess
+from dbos_agents.testing.cluster import free_port
 
 HERE = Path(__file__).resolve().parent
 SECRET = "bench-secret-" + "b" * 32
@@ -145,13 +145,6 @@ def frozen(worker: WorkerProcess, enabled: bool) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------ processes
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def start_server(url: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:

@@ -41,6 +41,7 @@ from _lib.stats import pct
 from rich.console import Console
 
 from dbos_agents.testing import create_fresh_database, drop_database
+from dbos_agents.testing.cluster import free_port
 
 HERE = Path(__file__).resolve().parent
 PEER_PY = HERE / "peers" / ".venv" / "bin" / "python"
@@ -107,7 +108,7 @@ def latency(
     name = "dbos_agents_bench_streaming"
     url = create_fresh_database(server_url, name)
     env = {**os.environ, "DBOS_AGENTS_DATABASE_URL": url}
-    port = _free_port()
+    port = free_port()
     worker = Child(
         [
             sys.executable,
@@ -176,13 +177,6 @@ def latency(
         drop_database(server_url, name)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _wait_for_port(port: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -208,7 +202,7 @@ def floor(
     script = str(HERE / "streaming_floor.py")
     common = ["--streams", str(n), "--pieces", str(pieces), "--pace-ms", str(pace_ms)]
     offsets = [i * ramp_ms / max(1, n - 1) for i in range(n)]
-    port = _free_port()
+    port = free_port()
     db = ["--database-url", url] if url else []
     producer = None
     if url:
