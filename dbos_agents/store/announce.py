@@ -161,7 +161,9 @@ class Announcer:
         }
         shared = {sid: r for sid, r in rows.items() if r and sid not in own}
         only_deltas = sorted(s for s in shared if s not in queued)
-        stmts = [deltas.insert_announced_stmt(shared, CHANNEL, only_deltas)] if shared else []
+        stmts = (
+            [deltas.insert_announced_stmt(shared, CHANNEL, DELTAS, only_deltas)] if shared else []
+        )
         if queued:
             stmts.append(notify_stmt(queued))
         self._flushing = asyncio.get_running_loop().create_future()

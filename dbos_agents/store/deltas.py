@@ -146,22 +146,23 @@ _SHOWN = "id, after_seq, run_seq, turn, attempt, part, kind, text, tool_index, t
 
 
 def insert_announced_stmt(
-    by_session: Mapping[str, Sequence[Delta]], channel: str, announce: Sequence[str]
+    by_session: Mapping[str, Sequence[Delta]], channel: str, prefix: str, announce: Sequence[str]
 ) -> Stmt:
     """``insert_many_stmt``, and for each session of ``announce`` that got new rows one
-    ``NOTIFY`` on ``channel`` that carries them: ``+<session id> <JSON rows>`` (``parse``),
-    so a reader shows them without reading them back; a batch too long for a payload is
-    announced as ``+<session id>`` alone (the reader reads it). Rows a retried batch wrote
-    before are not inserted again, nor announced again."""
+    ``NOTIFY`` on ``channel`` that carries them: ``<prefix><session id> <JSON rows>``
+    (``parse_shown``), so a reader shows them without reading them back; a batch too long
+    for a payload is announced as ``<prefix><session id>`` alone (the reader reads it).
+    Rows a retried batch wrote before are not inserted again, nor announced again."""
     sql, params = insert_many_stmt(by_session)
     return (
         f"WITH ins AS ({sql} RETURNING session_id, {_SHOWN}),"
-        " g AS (SELECT session_id, '+' || session_id || ' '"
-        f" || json_agg(json_build_array({_SHOWN}) ORDER BY id)::text AS p FROM ins"
-        " WHERE session_id = ANY(CAST(:announce AS text[])) GROUP BY session_id)"
-        f" SELECT pg_notify('{channel}', CASE WHEN octet_length(p) <= {NOTIFY_LIMIT} THEN p"
-        " ELSE '+' || session_id END) FROM g",
-        {**params, "announce": list(announce)},
+        " g AS (SELECT head, head || ' ' || json_agg(json_build_array("
+        f"{_SHOWN}) ORDER BY id)::text AS p FROM (SELECT CAST(:prefix AS text) || session_id"
+        " AS head, * FROM ins WHERE session_id = ANY(CAST(:announce AS text[]))) i"
+        " GROUP BY head)"
+        f" SELECT pg_notify('{channel}', CASE WHEN octet_length(p) <= {NOTIFY_LIMIT}"
+        " THEN p ELSE head END) FROM g",
+        {**params, "prefix": prefix, "announce": list(announce)},
     )
 
 

@@ -66,14 +66,18 @@ async def test_the_notification_carries_what_was_inserted_once(
     a, b, quiet = await _session(client), await _session(client), await _session(client)
     texts = ["it's", 'a "quote"', "back\\slash", "new\nline", "é 🦊 \u2028", '{"json": [1]}']
     batch = {a: _rows(97, texts), b: _rows(97, texts[:2]), quiet: _rows(97, ["x"])}
-    heard = await _write_and_hear(url, [deltas.insert_announced_stmt(batch, CHANNEL, [a, b])])
+    heard = await _write_and_hear(
+        url, [deltas.insert_announced_stmt(batch, CHANNEL, announce.DELTAS, [a, b])]
+    )
     by_session = dict(deltas.parse_shown(p) for p in heard)
     assert set(by_session) == {announce.DELTAS + a, announce.DELTAS + b}  # not ``quiet``
     for sid in (a, b):
         assert by_session[announce.DELTAS + sid] == _stored(url, sid, 97)
     assert [d.text for d in by_session[announce.DELTAS + a] or []] == texts
     # retried after an unknown outcome: nothing inserted, nothing announced
-    again = await _write_and_hear(url, [deltas.insert_announced_stmt(batch, CHANNEL, [a, b])])
+    again = await _write_and_hear(
+        url, [deltas.insert_announced_stmt(batch, CHANNEL, announce.DELTAS, [a, b])]
+    )
     assert again == []
 
 
@@ -82,7 +86,7 @@ async def test_a_batch_too_long_for_a_payload_is_announced_without_its_rows(
 ) -> None:
     sid = await _session(client)
     long = ["x" * 3000, "y" * 3000, "z" * 3000]
-    stmt = deltas.insert_announced_stmt({sid: _rows(98, long)}, CHANNEL, [sid])
+    stmt = deltas.insert_announced_stmt({sid: _rows(98, long)}, CHANNEL, announce.DELTAS, [sid])
     heard = await _write_and_hear(integration_database_url, [stmt])
     assert heard == [announce.DELTAS + sid]
     assert deltas.parse_shown(heard[0]) == (announce.DELTAS + sid, None)
