@@ -6,9 +6,11 @@ and give what the sync client's read gives."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
+import pytest_asyncio
 
 from dbos_agents import AgentClient, AgentRuntime, AsyncAgentClient
 from dbos_agents.client.loop_reads import LIMIT, LoopReads
@@ -26,53 +28,44 @@ async def _backend(conn: pg.Driver) -> int:
     return int(row[0])
 
 
-async def test_a_connection_is_kept_and_handed_out_again(integration_database_url: str) -> None:
-    reads = LoopReads(integration_database_url, 5)
-    try:
-        first = await reads.run(_backend)
-        second = await reads.run(_backend)
-        assert first == second
-        assert reads.connects == 1
-    finally:
-        await reads.aclose()
+@pytest_asyncio.fixture(loop_scope="session")
+async def reads(integration_database_url: str) -> AsyncIterator[LoopReads]:
+    own = LoopReads(integration_database_url, 5)
+    yield own
+    await own.aclose()
+
+
+async def test_a_connection_is_kept_and_handed_out_again(reads: LoopReads) -> None:
+    first = await reads.run(_backend)
+    second = await reads.run(_backend)
+    assert first == second
+    assert reads.connects == 1
 
 
 async def test_a_connection_the_server_dropped_is_replaced_unseen(
-    integration_database_url: str,
+    reads: LoopReads, integration_database_url: str
 ) -> None:
-    reads = LoopReads(integration_database_url, 5)
-    try:
-        gone = await reads.run(_backend)
-        with psycopg.connect(integration_database_url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (gone,))
-        await asyncio.sleep(0.2)
-        now = await reads.run(_backend)
-        assert now != gone
-        assert reads.connects == 2
-    finally:
-        await reads.aclose()
+    gone = await reads.run(_backend)
+    with psycopg.connect(integration_database_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (gone,))
+    await asyncio.sleep(0.2)
+    now = await reads.run(_backend)
+    assert now != gone
+    assert reads.connects == 2
 
 
-async def test_a_read_that_fails_mid_transaction_leaves_nothing_kept(
-    integration_database_url: str,
-) -> None:
-    reads = LoopReads(integration_database_url, 5)
-
+async def test_a_read_that_fails_mid_transaction_leaves_nothing_kept(reads: LoopReads) -> None:
     async def half(conn: pg.Driver) -> None:
         await conn.execute("BEGIN")
         raise ValueError("the caller's own error")
 
-    try:
-        with pytest.raises(ValueError, match="own error"):
-            await reads.run(half)
-        await reads.run(_backend)
-        assert reads.connects == 2, "a connection left in a transaction was handed out again"
-    finally:
-        await reads.aclose()
+    with pytest.raises(ValueError, match="own error"):
+        await reads.run(half)
+    await reads.run(_backend)
+    assert reads.connects == 2, "a connection left in a transaction was handed out again"
 
 
-async def test_at_most_limit_reads_run_at_once(integration_database_url: str) -> None:
-    reads = LoopReads(integration_database_url, 5)
+async def test_at_most_limit_reads_run_at_once(reads: LoopReads) -> None:
     running = peak = 0
 
     async def slow(conn: pg.Driver) -> None:
@@ -82,12 +75,9 @@ async def test_at_most_limit_reads_run_at_once(integration_database_url: str) ->
         await conn.execute("SELECT pg_sleep(0.05)")
         running -= 1
 
-    try:
-        await asyncio.gather(*(reads.run(slow) for _ in range(3 * LIMIT)))
-        assert peak == LIMIT
-        assert reads.connects == LIMIT
-    finally:
-        await reads.aclose()
+    await asyncio.gather(*(reads.run(slow) for _ in range(3 * LIMIT)))
+    assert peak == LIMIT
+    assert reads.connects == LIMIT
 
 
 async def test_full_reads_run_on_the_loop_and_match_the_sync_read(
