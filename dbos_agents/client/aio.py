@@ -6,8 +6,9 @@ and runs in a worker thread (``anyio.to_thread``, the pool Starlette uses). Why 
 class and not ``*_async`` methods on ``AgentClient``: an async caller should not be one
 typo away from a blocking call on its event loop. A call once started runs to its end
 even if the awaiting task is cancelled: a submit is never left half-done by a cancelled
-request. ``wait`` and ``stream`` hold no thread between their reads, and ``read_events``
-(a live stream's full read) and ``session`` none at all: they run on the loop
+request. ``wait`` and ``stream`` hold no thread between their reads; what every request
+and stream of a server calls holds none at all: ``read_events`` (a live stream's full
+read), ``session``, ``token_generation`` and ``deliver``'s common case run on the loop
 (``loop_reads.py``), unless the wrapped client's class overrides them.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
@@ -24,15 +25,18 @@ import anyio.to_thread
 import sqlalchemy as sa
 
 from .. import storable
+from ..delivery import Delivery
 from ..errors import SessionNotFoundError
 from ..events import Cursor, SessionEvent
 from ..outcome import TERMINAL, SessionInfo
+from ..records import SubmitOutcome
 from ..settings import Settings
 from ..store import events as event_log
 from ..store import pg
 from ..store import sessions as session_rows
 from ..store.db import ping
 from ..store.unavailable import translate
+from . import submit
 from .live import EventBatch, Progress, cursor_of
 from .scope import Scope, seen
 from .state import AsyncStateReads
@@ -162,13 +166,54 @@ class AsyncAgentClient(AsyncStateReads):
     submit_tool_result = _awaited(AgentClient.submit_tool_result)
     submit_approval = _awaited(AgentClient.submit_approval)
     fail = _awaited(AgentClient.fail)
-    deliver = _awaited(AgentClient.deliver)
     pending = _awaited(AgentClient.pending)
     interrupt = _awaited(AgentClient.interrupt)
-    token_generation = _awaited(AgentClient.token_generation)
     revoke_tokens = _awaited(AgentClient.revoke_tokens)
     reap_tombstones = _awaited(AgentClient.reap_tombstones)
     reap_deltas = _awaited(AgentClient.reap_deltas)
+
+    async def on_loop(self, read: Callable[[pg.Driver], Awaitable[T]]) -> T:
+        """Run ``read(connection)``, a read of your own, on a psycopg async connection of
+        this event loop (autocommit; leave no transaction open), with database errors
+        translated: what the server's per-request reads use instead of ``offload``."""
+        with translate(self.database_url):
+            return await self._sync.loop_reads.run(read)
+
+    async def deliver(
+        self, session_id: str, tool_call_id: str, delivery: Delivery
+    ) -> SubmitOutcome:
+        """``AgentClient.deliver``: the common case (a waiting wait, a live run) on this
+        event loop (``submit.submit_on``), every other case in a thread."""
+        if _overridden(self._sync, "deliver"):
+            return await _off_loop(self._sync.deliver, session_id, tool_call_id, delivery)
+        sync = self._sync
+        # Shielded as the thread-run calls are: a cancelled request still gets its answer
+        # decided (never a submit whose caller cannot know whether it landed).
+        with anyio.CancelScope(shield=True), translate(self.database_url):
+            outcome = await submit.submit_on(
+                self.on_loop,
+                sync.engine,
+                sync.dbos,
+                session_id=session_id,
+                tool_call_id=tool_call_id,
+                delivery=delivery,
+                schema=self.settings.dbos_system_schema,
+                scope=self.scope,
+            )
+        return outcome
+
+    async def token_generation(self, session_id: str) -> int:
+        """``AgentClient.token_generation``, on this event loop: every request a session
+        token lets in reads it."""
+        if _overridden(self._sync, "token_generation"):
+            return await _off_loop(self._sync.token_generation, session_id)
+        storable.check_id(session_id, "session_id")
+        row = await self.on_loop(lambda d: session_rows.token_generation_on(d, session_id))
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        if self.scope is not None:
+            self.scope.check(session_id, row.user_id, row.tenant_id)
+        return int(row.token_generation)
 
     async def session(self, session_id: str) -> SessionInfo:
         """``AgentClient.session``, on this event loop (``loop_reads.py``): every chat-UI
@@ -181,9 +226,7 @@ class AsyncAgentClient(AsyncStateReads):
         async def read(driver: pg.Driver) -> SessionInfo | None:
             return await session_rows.get_on(driver, session_id, schema)
 
-        with translate(self.database_url):
-            info = await self._sync.loop_reads.run(read)
-        return seen(self.scope, session_id, info)
+        return seen(self.scope, session_id, await self.on_loop(read))
 
     async def read_events(
         self, session_id: str, after: str | Cursor | None = None, *, limit: int = event_log.BATCH
@@ -200,9 +243,7 @@ class AsyncAgentClient(AsyncStateReads):
         async def read(driver: pg.Driver) -> event_log.LogRead:
             return await event_log.read_log_async(driver, session_id, start, limit, schema)
 
-        with translate(self.database_url):
-            got = await self._sync.loop_reads.run(read)
-        return self._sync._batch(session_id, got)
+        return self._sync._batch(session_id, await self.on_loop(read))
 
     async def watch(self, session_id: str, *, check: bool = True) -> AsyncSessionWatch:
         """A watch on the session (see ``AgentClient.watch``) on this client's one shared

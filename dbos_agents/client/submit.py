@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+import anyio.to_thread
 import jsonschema
 import sqlalchemy as sa
 from dbos import DBOSClient
@@ -53,7 +56,8 @@ from ..records import (
     UnknownReason,
 )
 from ..store import pending as pending_rows
-from ..store import queries, sessions
+from ..store import pg, queries, sessions
+from ..store.pg import Stmt
 from .scope import Scope
 
 log = logging.getLogger("dbos_agents")
@@ -73,6 +77,8 @@ def _schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, object]
 
 
 Decision = tuple[SubmitStatus, UnknownReason | None]
+OnLoop = Callable[[Callable[[pg.Driver], Awaitable[list[Any]]]], Awaitable[list[Any]]]
+"""``AsyncAgentClient.on_loop``: a read on the event loop's kept connections."""
 
 
 def submit(
@@ -88,17 +94,78 @@ def submit(
     """Deliver ``delivery`` to the workflow waiting on ``tool_call_id`` (see module doc).
     Under a ``scope``, the wait (or the session) read first must be in it: checked on that
     row, before anything is validated or changed."""
+    payload = _payload(session_id, tool_call_id, delivery)
+    fast = _Fast.of(client, schema, scope, session_id, tool_call_id, delivery, payload)
+    decided = None
+    if fast is not None:
+        with engine.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            row = conn.execute(sa.text(fast.read[0]), fast.read[1]).first()
+            if fast.goes(row):
+                marked = conn.execute(sa.text(fast.mark[0]), fast.mark[1]).scalar_one()
+                decided = fast.decided(marked)
+    if decided is None:
+        decided = _decide_locked(
+            engine, client, schema, scope, session_id, tool_call_id, delivery, payload
+        )
+    return _outcome(session_id, tool_call_id, delivery, decided)
+
+
+async def submit_on(
+    on_loop: OnLoop,
+    engine: sa.Engine,
+    client: DBOSClient,
+    *,
+    session_id: str,
+    tool_call_id: str,
+    delivery: Delivery,
+    schema: str,
+    scope: Scope | None,
+) -> SubmitOutcome:
+    """``submit`` for the async client: the common case's two statements on its event
+    loop's connections (``on_loop``), the locked transaction in a thread. A connection lost
+    after the mark committed reads as ``already_completed`` on the retry: the message was
+    sent once either way."""
+    payload = _payload(session_id, tool_call_id, delivery)
+    fast = _Fast.of(client, schema, scope, session_id, tool_call_id, delivery, payload)
+    decided = None
+    if fast is not None:
+        rows = await on_loop(lambda d: pg.fetch(d, fast.read))
+        if fast.goes(rows[0] if rows else None):
+            marked = await on_loop(lambda d: pg.fetch(d, fast.mark))
+            decided = fast.decided(marked[0][0])
+    if decided is None:
+        decided = await anyio.to_thread.run_sync(
+            _decide_locked,
+            engine,
+            client,
+            schema,
+            scope,
+            session_id,
+            tool_call_id,
+            delivery,
+            payload,
+        )
+    return _outcome(session_id, tool_call_id, delivery, decided)
+
+
+def _payload(session_id: str, tool_call_id: str, delivery: Delivery) -> dict[str, Any]:
     if isinstance(delivery, InterruptDelivery):
         raise InvalidRequestError("an interrupt is not a submission: use interrupt()")
     storable.check_id(session_id, "session_id")
     storable.check_id(tool_call_id, "tool_call_id")
     for field, value in delivery:
         storable.check_value(value, field)
-    payload = encode(delivery)
-    args = (engine, client, schema, scope, session_id, tool_call_id, delivery, payload)
-    decided = _accept_at_once(*args)
-    if decided is None:
-        decided = _decide_locked(*args)
+    try:
+        json.dumps(delivery.model_dump(mode="json"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequestError(f"the submission is not JSON-serializable: {exc}") from exc
+    return encode(delivery)
+
+
+def _outcome(
+    session_id: str, tool_call_id: str, delivery: Delivery, decided: Decision
+) -> SubmitOutcome:
     status, reason = decided
     if status == "accepted":
         log.info(
@@ -115,33 +182,35 @@ def submit(
     )
 
 
-def _accept_at_once(
-    engine: sa.Engine,
-    client: DBOSClient,
-    schema: str,
-    scope: Scope | None,
-    session_id: str,
-    tool_call_id: str,
-    delivery: Delivery,
-    payload: dict[str, Any],
-) -> Decision | None:
+@dataclass(frozen=True)
+class _Fast:
     """The common case, a wait that is waiting and a run that is alive, in two statements
-    and no transaction of ours: a read, then one statement that marks the wait submitted
-    only if it is still waiting and sends the message with it (``_dbos``). ``None``:
-    anything else, or the row changed in between: the locked transaction decides."""
-    if not _dbos.can_send_in_statement(client):
-        return None
-    with engine.connect() as conn:
-        conn.execution_options(isolation_level="AUTOCOMMIT")
-        row = pending_rows.row_for_submit(conn, session_id, tool_call_id, schema, lock=False)
-        if row is None or row.status != "waiting":
+    and no transaction of ours: ``read``, then ``mark``, which marks the wait submitted
+    only if it is still waiting and sends the message with it (``_dbos``). Anything else,
+    or a row that changed in between, is for the locked transaction."""
+
+    read: Stmt
+    mark: Stmt
+    scope: Scope | None
+    session_id: str
+    tool_call_id: str
+    delivery: Delivery
+
+    @classmethod
+    def of(
+        cls,
+        client: DBOSClient,
+        schema: str,
+        scope: Scope | None,
+        session_id: str,
+        tool_call_id: str,
+        delivery: Delivery,
+        payload: dict[str, Any],
+    ) -> _Fast | None:
+        if not _dbos.can_send_in_statement(client):
             return None
-        if scope is not None:
-            scope.check(session_id, row.user_id, row.tenant_id)
-        if row.run_status is None or row.run_status in _dbos.ENDED:
-            return None
-        _check_delivery(row, tool_call_id, delivery)
-        stmt = (
+        read = pending_rows.row_for_submit_stmt(session_id, tool_call_id, schema, lock=False)
+        sql = (
             f"WITH marked AS ({pending_rows.mark_if_waiting_sql()}),"
             f" sent AS ({_dbos.send_from_sql(client, 'marked', 'owner_workflow_id')})"
             " SELECT count(*) FROM marked"
@@ -152,8 +221,22 @@ def _accept_at_once(
             "p": json.dumps(payload),
             **_dbos.send_params(client, payload, tool_call_id, tool_call_id),
         }
-        marked = conn.execute(sa.text(stmt), params).scalar_one()
-    return ("accepted", None) if marked else None
+        return cls(read, (sql, params), scope, session_id, tool_call_id, delivery)
+
+    def goes(self, row: Any) -> bool:
+        """Whether ``mark`` is next (raises what the delivery breaks, changing nothing)."""
+        if row is None or row.status != "waiting":
+            return False
+        if self.scope is not None:
+            self.scope.check(self.session_id, row.user_id, row.tenant_id)
+        if row.run_status is None or row.run_status in _dbos.ENDED:
+            return False
+        _check_delivery(row, self.tool_call_id, self.delivery)
+        return True
+
+    @staticmethod
+    def decided(marked: int) -> Decision | None:
+        return ("accepted", None) if marked else None
 
 
 def _check_delivery(row: Any, tool_call_id: str, delivery: Delivery) -> None:

@@ -12,7 +12,6 @@ narrowed to a ``Scope``; ``AsyncAgentClient`` (``aio.py``) awaits these same met
 from __future__ import annotations
 
 import contextlib
-import json
 
 import sqlalchemy as sa
 from dbos import DBOSClient
@@ -293,10 +292,6 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
     @translated
     def deliver(self, session_id: str, tool_call_id: str, delivery: Delivery) -> SubmitOutcome:
         """Submit a typed ``Delivery`` (what the HTTP server and scripts build)."""
-        try:
-            json.dumps(delivery.model_dump(mode="json"))
-        except (TypeError, ValueError) as exc:
-            raise InvalidRequestError(f"the submission is not JSON-serializable: {exc}") from exc
         return submit.submit(
             self.engine,
             self.dbos,

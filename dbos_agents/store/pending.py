@@ -150,17 +150,22 @@ def row_for_submit(
     status (``run_status``, ``None``: no such workflow) read by the same statement, and
     the identity a scoped client is checked against (the root session's user and tenant);
     ``None`` when there is no such wait."""
+    sql, params = row_for_submit_stmt(root_session_id, tool_call_id, system_schema, lock=lock)
+    return conn.execute(sa.text(sql), params).first()
+
+
+def row_for_submit_stmt(
+    root_session_id: str, tool_call_id: str, system_schema: str = "dbos", *, lock: bool = True
+) -> Stmt:
     ws = _dbos.quoted(system_schema) + ".workflow_status"
-    return conn.execute(
-        sa.text(
-            "SELECT p.kind, p.status, p.owner_workflow_id, p.output_schema, p.user_id, p.tenant_id,"
-            f" (SELECT w.status FROM {ws} AS w WHERE w.workflow_uuid = p.owner_workflow_id)"
-            f" AS run_status FROM {S}.pending_calls AS p"
-            " WHERE p.root_session_id = :s AND p.tool_call_id = :id"
-            + (" FOR UPDATE OF p" if lock else "")
-        ),
+    return (
+        "SELECT p.kind, p.status, p.owner_workflow_id, p.output_schema, p.user_id, p.tenant_id,"
+        f" (SELECT w.status FROM {ws} AS w WHERE w.workflow_uuid = p.owner_workflow_id)"
+        f" AS run_status FROM {S}.pending_calls AS p"
+        " WHERE p.root_session_id = :s AND p.tool_call_id = :id"
+        + (" FOR UPDATE OF p" if lock else ""),
         {"s": root_session_id, "id": tool_call_id},
-    ).first()
+    )
 
 
 def mark_if_waiting_sql() -> str:

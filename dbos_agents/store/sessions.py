@@ -206,11 +206,23 @@ def _info(r: Any) -> SessionInfo:
 def token_generation(engine: sa.Engine, session_id: str) -> Any | None:
     """The generation a valid session token must carry, with the session's ``user_id`` and
     ``tenant_id`` for a scoped caller's check, in one read (None: no such session)."""
+    sql, params = _token_generation_stmt(session_id)
     with engine.connect() as conn:
-        return conn.execute(
-            sa.text(f"SELECT token_generation, user_id, tenant_id FROM {S}.sessions WHERE id = :s"),
-            {"s": session_id},
-        ).first()
+        return conn.execute(sa.text(sql), params).first()
+
+
+async def token_generation_on(driver: pg.Driver, session_id: str) -> Any | None:
+    """``token_generation`` on a connection of the caller's loop (every request a session
+    token lets in reads it)."""
+    rows = await pg.fetch(driver, _token_generation_stmt(session_id))
+    return rows[0] if rows else None
+
+
+def _token_generation_stmt(session_id: str) -> Stmt:
+    return (
+        f"SELECT token_generation, user_id, tenant_id FROM {S}.sessions WHERE id = :s",
+        {"s": session_id},
+    )
 
 
 def revoke_tokens(engine: sa.Engine, session_id: str) -> int | None:

@@ -1,7 +1,7 @@
-"""The async client's full reads on its event loop (``client/loop_reads.py``): a connection
-is kept and handed out again, one the server dropped is replaced without the caller seeing
-it, one a read left mid-protocol is never kept, and the reads run on the loop (no thread)
-and give what the sync client's read gives."""
+"""The async client's reads on its event loop (``client/loop_reads.py``): a connection is
+kept and handed out again, one the server dropped is replaced without the caller seeing it,
+one a read left mid-protocol is never kept, and the reads (and a submit's common case) run
+on the loop (no thread) and give what the sync client gives."""
 
 from __future__ import annotations
 
@@ -14,8 +14,15 @@ import pytest_asyncio
 
 from dbos_agents import AgentClient, AgentRuntime, AsyncAgentClient
 from dbos_agents.client.loop_reads import LIMIT, LoopReads
-from dbos_agents.errors import AccessDeniedError, SessionNotFoundError
+from dbos_agents.delivery import ApprovalDelivery, ResultDelivery
+from dbos_agents.errors import (
+    AccessDeniedError,
+    InvalidRequestError,
+    InvalidResultError,
+    SessionNotFoundError,
+)
 from dbos_agents.outcome import SessionInfo
+from dbos_agents.records import PendingCall
 from dbos_agents.store import pg
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -125,3 +132,65 @@ async def test_a_subclass_override_still_runs(
     async with AsyncAgentClient(own, owns_client=True) as wrapped:
         await wrapped.session(sid)
     assert _Counting.calls == 1
+
+
+async def test_token_generation_runs_on_the_loop(
+    runtime: AgentRuntime, integration_database_url: str, client: AgentClient
+) -> None:
+    sid = await asyncio.to_thread(client.start, "streamer", "loop reads: tokens")
+    async with await AsyncAgentClient.connect(integration_database_url) as fresh:
+        assert await fresh.token_generation(sid) == client.token_generation(sid)
+        assert fresh.sync.loop_reads.connects == 1, "the read did not run on the loop"
+        bumped = await asyncio.to_thread(client.revoke_tokens, sid)
+        assert await fresh.token_generation(sid) == bumped
+        with pytest.raises(AccessDeniedError):
+            await fresh.for_identity("someone-else").token_generation(sid)
+        with pytest.raises(SessionNotFoundError):
+            await fresh.token_generation("ses_" + "0" * 32)
+
+
+async def _waiting(client: AgentClient, sid: str) -> PendingCall:
+    for _ in range(600):
+        rows = await asyncio.to_thread(client.pending, session_id=sid)
+        if rows:
+            return rows[0]
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"no pending call for {sid}")
+
+
+async def test_a_submit_runs_on_the_loop_and_decides_as_the_sync_one(
+    runtime: AgentRuntime, integration_database_url: str, client: AgentClient
+) -> None:
+    sid = await asyncio.to_thread(client.start, "asker", "loop reads: submit", user_id="ann")
+    p = await _waiting(client, sid)
+    async with await AsyncAgentClient.connect(integration_database_url) as fresh:
+        refused = [
+            (
+                fresh.deliver(sid, p.tool_call_id, ResultDelivery(result={"ok": "maybe"})),
+                InvalidResultError,
+            ),
+            (
+                fresh.deliver(sid, p.tool_call_id, ApprovalDelivery(approved=True)),
+                InvalidRequestError,
+            ),
+            (
+                fresh.for_identity("bob").deliver(
+                    sid, p.tool_call_id, ResultDelivery(result={"ok": True})
+                ),
+                AccessDeniedError,
+            ),
+        ]
+        for call, error in refused:
+            with pytest.raises(error):
+                await call
+        (still,) = await asyncio.to_thread(client.pending, session_id=sid)
+        assert still.status == "waiting", "a refused submit changed the wait"
+        assert fresh.sync.loop_reads.connects >= 1, "the submit's read did not run on the loop"
+
+        out = await fresh.deliver(sid, p.tool_call_id, ResultDelivery(result={"ok": True}))
+        assert out.status == "accepted"
+        again = await fresh.deliver(sid, p.tool_call_id, ResultDelivery(result={"ok": True}))
+        assert again.status == "already_completed"
+        unknown = await fresh.deliver(sid, "call_nobody", ResultDelivery(result={"ok": True}))
+        assert (unknown.status, unknown.reason) == ("unknown_tool_call", "no_pending_call")
+    assert (await asyncio.to_thread(client.wait, sid, timeout=60)).status == "completed"

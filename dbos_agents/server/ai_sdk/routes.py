@@ -56,7 +56,7 @@ async def _say(request: Request, chat: Chat, move: Say) -> EventSourceResponse:
     if chat.exists:
         info = chat.session()
         run_seq = info.run_seq + 1
-        after = (await client.offload(run_cursors, chat.session_id, run_seq)).start
+        after = (await run_cursors(client, chat.session_id, run_seq)).start
     token = await say(request, chat, move.text)
     head: list[Part] = []
     headers: dict[str, str] = {}
@@ -77,7 +77,7 @@ async def _answer(request: Request, chat: Chat, answers: list[Answer]) -> EventS
     who = approver(ctx, approving) if approving is not None else None
     info = chat.session()
     run_seq = info.run_seq
-    after = (await ctx.agent_client().offload(run_cursors, chat.session_id, run_seq)).asked
+    after = (await run_cursors(ctx.agent_client(), chat.session_id, run_seq)).asked
     reached, problems = await deliver(ctx, chat.access, chat.session_id, answers, who)
     head: list[Part] = [ErrorPart(error_text=p) for p in problems]
     if not reached:
@@ -123,5 +123,5 @@ async def chat_resume(request: Request, agent: str, chat_id: str) -> Response:
     info = chat.session()
     if info.status not in BUSY:
         return Response(status_code=204)
-    start = (await ctx.agent_client().offload(run_cursors, chat.session_id, info.run_seq)).start
+    start = (await run_cursors(ctx.agent_client(), chat.session_id, info.run_seq)).start
     return _respond(ctx, chat, info.run_seq, start, [], {})
