@@ -81,6 +81,8 @@ class DeltaFeed:
         """Batched reads made (a figure for tests and benchmarks)."""
         self.handed = 0
         """Notifications whose rows were handed over with no read."""
+        self._outbox: dict[asyncio.AbstractEventLoop, list[tuple[Subscription, list[Logged]]]] = {}
+        """Rows on their way to each loop: one wake-up carries all that piled up meanwhile."""
 
     def subscribe(self, session_id: str, after: int) -> Subscription:
         sub = Subscription(session_id, asyncio.get_running_loop(), after)
@@ -137,8 +139,26 @@ class DeltaFeed:
         for sub in self._subs.get(sid, []):
             mine = [d for d in got if d.id > sub.after]
             if mine:
-                with contextlib.suppress(RuntimeError):  # its loop is closed
-                    sub.loop.call_soon_threadsafe(sub._deliver, mine)
+                self._post(sub, mine)
+
+    def _post(self, sub: Subscription, rows: list[Logged]) -> None:
+        """Queue ``rows`` for ``sub`` on its loop (the lock held); only the first of a loop's
+        queued hand-overs wakes it (a thread-safe call is a syscall and a loop turn)."""
+        box = self._outbox.get(sub.loop)
+        if box:
+            box.append((sub, rows))
+            return
+        self._outbox[sub.loop] = [(sub, rows)]
+        try:
+            sub.loop.call_soon_threadsafe(self._deliver_all, sub.loop)
+        except RuntimeError:  # its loop is closed: nobody is left to read them
+            del self._outbox[sub.loop]
+
+    def _deliver_all(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            box = self._outbox.pop(loop, [])
+        for sub, rows in box:
+            sub._deliver(rows)
 
     def close(self) -> None:
         self._stop.set()

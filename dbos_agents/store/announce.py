@@ -145,11 +145,15 @@ class Announcer:
 
     async def _run(self) -> None:
         assert self._wake is not None
+        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
+            started = loop.time()
             await self._flush()
-            await asyncio.sleep(self._interval)  # one batch per interval at most
+            # One batch per interval at most, counted from its start: a piece waits for
+            # the interval, not for the interval and the batch before it.
+            await asyncio.sleep(max(0.0, self._interval - (loop.time() - started)))
 
     async def _flush(self) -> None:
         rows, self._rows = self._rows, {}

@@ -220,3 +220,36 @@ async def test_a_batch_of_many_sessions_keeps_each_rows_text_and_order(
             tuple(getattr(r, f) for f in fields) for r in want
         ]
         assert {r.after_seq for r in got} == {2}  # after the user message and the reply
+
+
+async def test_batches_are_at_most_one_per_interval(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    """A stream of pieces costs at most one batch per interval (counted from a batch's
+    start) plus the first, however fast the pieces come; none is lost or repeated."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from dbos_agents.store import deltas
+    from dbos_agents.store.announce import Announcer
+    from dbos_agents.store.db import sqlalchemy_url
+
+    sid = await asyncio.to_thread(client.start, "chat", "batched")
+    await asyncio.to_thread(client.wait, sid, timeout=60)
+    engine = create_async_engine(sqlalchemy_url(integration_database_url))
+    interval = 0.2
+    announcer = Announcer(engine, interval)
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        for i in range(40):
+            row = deltas.Delta(run_seq=1, turn=77, attempt=1, part=i, kind="text", text=f"{i};")
+            announcer.append(sid, [row])
+            await asyncio.sleep(0.01)
+        elapsed = loop.time() - started
+        await announcer.close()
+        assert 1 <= announcer.flushes <= int(elapsed / interval) + 2
+    finally:
+        await announcer.close()
+        await engine.dispose()
+    shown = [r.text for r in _deltas(integration_database_url, sid) if r.turn == 77]
+    assert shown == [f"{i};" for i in range(40)]
