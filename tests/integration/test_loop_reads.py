@@ -22,8 +22,9 @@ from dbos_agents.errors import (
     SessionNotFoundError,
 )
 from dbos_agents.outcome import SessionInfo
-from dbos_agents.records import PendingCall
 from dbos_agents.store import pg
+
+from .polling import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -149,20 +150,11 @@ async def test_token_generation_runs_on_the_loop(
             await fresh.token_generation("ses_" + "0" * 32)
 
 
-async def _waiting(client: AgentClient, sid: str) -> PendingCall:
-    for _ in range(600):
-        rows = await asyncio.to_thread(client.pending, session_id=sid)
-        if rows:
-            return rows[0]
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"no pending call for {sid}")
-
-
 async def test_a_submit_runs_on_the_loop_and_decides_as_the_sync_one(
     runtime: AgentRuntime, integration_database_url: str, client: AgentClient
 ) -> None:
     sid = await asyncio.to_thread(client.start, "asker", "loop reads: submit", user_id="ann")
-    p = await _waiting(client, sid)
+    (p,) = await until(lambda: client.pending(session_id=sid), f"no pending call for {sid}")
     async with await AsyncAgentClient.connect(integration_database_url) as fresh:
         refused = [
             (
