@@ -186,3 +186,16 @@ async def test_a_submit_runs_on_the_loop_and_decides_as_the_sync_one(
         unknown = await fresh.deliver(sid, "call_nobody", ResultDelivery(result={"ok": True}))
         assert (unknown.status, unknown.reason) == ("unknown_tool_call", "no_pending_call")
     assert (await asyncio.to_thread(client.wait, sid, timeout=60)).status == "completed"
+
+
+async def test_on_loop_runs_a_read_of_ones_own_on_the_kept_connections(
+    integration_database_url: str,
+) -> None:
+    async with await AsyncAgentClient.connect(integration_database_url) as fresh:
+        first = await fresh.on_loop(_backend)
+        assert await fresh.on_loop(_backend) == first
+        assert fresh.sync.loop_reads.connects == 1
+        rows = await fresh.on_loop(lambda d: pg.fetch(d, ("SELECT :x::int AS x", {"x": 7})))
+        assert [r.x for r in rows] == [7]
+        with pytest.raises(psycopg.errors.UndefinedTable):  # not an outage: raised as it is
+            await fresh.on_loop(lambda d: pg.fetch(d, ("SELECT * FROM no_such_table", {})))

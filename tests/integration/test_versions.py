@@ -17,6 +17,8 @@ from dbos_agents import AgentClient, AgentRuntime
 from dbos_agents.ids import WORKFLOW_NAME
 from dbos_agents.store import runs
 
+from .polling import until
+
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 
@@ -37,12 +39,8 @@ def _steps(url: str, workflow_id: str) -> tuple[str, list[str]]:
 
 
 async def _one_pending(client: AgentClient, sid: str) -> Any:
-    for _ in range(600):
-        rows = await asyncio.to_thread(client.pending, session_id=sid)
-        if rows:
-            return rows[0]
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"no pending call for {sid}")
+    rows = await until(lambda: client.pending(session_id=sid), f"no pending call for {sid}")
+    return rows[0]
 
 
 async def test_a_run_without_waits_records_no_dbos_operation(
