@@ -99,10 +99,10 @@ class Settings(BaseSettings):
     """Stream a model's reply to readers as it is written (``GET /sessions/{id}/events``,
     ``AgentClient.stream``, ``dbos-agents follow``) when the model has ``stream``; False:
     readers see each reply when its turn is recorded."""
-    stream_flush_sec: float = Field(default=0.01, ge=0)
-    """The least time between two batches of live deltas and announcements a worker writes
-    (a batch goes at once when none was written for this long). Shorter: readers see
-    pieces sooner; longer: fewer, larger transactions under load."""
+    stream_flush_sec: float = Field(default=0.005, ge=0)
+    """The least time between the starts of two batches of live deltas and announcements a
+    worker writes (a batch goes at once when none was started for this long). Shorter:
+    readers see pieces sooner; longer: fewer, larger transactions under load."""
     model_max_attempts: int = 5
     model_backoff_initial_sec: float = 0.5
     model_backoff_max_sec: float = 10.0

@@ -118,7 +118,7 @@ _DANGLING = {
 class Ledger:
     """The workflow's writes, bound to one datasource (one per worker process)."""
 
-    def __init__(self, ds: AsyncSQLAlchemyDatasource, flush_sec: float = 0.01) -> None:
+    def __init__(self, ds: AsyncSQLAlchemyDatasource, flush_sec: float = 0.005) -> None:
         self.ds = ds
         self.announcer = Announcer(ds.engine, flush_sec, fenced=sessions.is_fence)
         """Readers of a session hear of each write the ledger commits (``store.announce``)."""

@@ -77,7 +77,7 @@ class Announcer:
     def __init__(
         self,
         engine: AsyncEngine,
-        interval_sec: float = 0.01,
+        interval_sec: float = 0.005,
         fenced: Callable[[BaseException], bool] = lambda exc: False,
     ) -> None:
         self._engine = engine
