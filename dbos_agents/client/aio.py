@@ -209,11 +209,7 @@ class AsyncAgentClient(AsyncStateReads):
             return await _off_loop(self._sync.token_generation, session_id)
         storable.check_id(session_id, "session_id")
         row = await self.on_loop(lambda d: session_rows.token_generation_on(d, session_id))
-        if row is None:
-            raise SessionNotFoundError(session_id)
-        if self.scope is not None:
-            self.scope.check(session_id, row.user_id, row.tenant_id)
-        return int(row.token_generation)
+        return int(seen(self.scope, session_id, row).token_generation)
 
     async def session(self, session_id: str) -> SessionInfo:
         """``AgentClient.session``, on this event loop (``loop_reads.py``): every chat-UI

@@ -11,10 +11,22 @@ application role instead (``store/roles.py``), where Postgres enforces the same 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from .. import storable
 from ..errors import AccessDeniedError, InvalidRequestError, SessionNotFoundError
-from ..outcome import SessionInfo
+
+
+class Owned(Protocol):
+    """A read of a session's row that carries its owner (a ``SessionInfo``, a row)."""
+
+    @property
+    def user_id(self) -> str | None: ...
+    @property
+    def tenant_id(self) -> str | None: ...
+
+
+R = TypeVar("R", bound=Owned)
 
 
 @dataclass(frozen=True)
@@ -54,10 +66,10 @@ class Scope:
         return user_id or self.user_id, tenant_id or self.tenant_id
 
 
-def seen(scope: Scope | None, session_id: str, info: SessionInfo | None) -> SessionInfo:
+def seen(scope: Scope | None, session_id: str, read: R | None) -> R:
     """A read of the session as a client of ``scope`` may see it (None: there is none)."""
-    if info is None:
+    if read is None:
         raise SessionNotFoundError(session_id)
     if scope is not None:
-        scope.check(session_id, info.user_id, info.tenant_id)
-    return info
+        scope.check(session_id, read.user_id, read.tenant_id)
+    return read

@@ -58,7 +58,7 @@ from ..records import (
 from ..store import pending as pending_rows
 from ..store import pg, queries, sessions
 from ..store.pg import Stmt
-from .scope import Scope
+from .scope import Scope, seen
 
 log = logging.getLogger("dbos_agents")
 _WANTED = {"approval": "an approval", "client": "a client-tool result"}
@@ -77,8 +77,8 @@ def _schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, object]
 
 
 Decision = tuple[SubmitStatus, UnknownReason | None]
-OnLoop = Callable[[Callable[[pg.Driver], Awaitable[list[Any]]]], Awaitable[list[Any]]]
-"""``AsyncAgentClient.on_loop``: a read on the event loop's kept connections."""
+OnLoop = Callable[[Callable[[pg.Driver], Awaitable[Decision | None]]], Awaitable[Decision | None]]
+"""``AsyncAgentClient.on_loop``: statements on one of the event loop's kept connections."""
 
 
 def submit(
@@ -122,18 +122,15 @@ async def submit_on(
     schema: str,
     scope: Scope | None,
 ) -> SubmitOutcome:
-    """``submit`` for the async client: the common case's two statements on its event
-    loop's connections (``on_loop``), the locked transaction in a thread. A connection lost
-    after the mark committed reads as ``already_completed`` on the retry: the message was
-    sent once either way."""
+    """``submit`` for the async client: the common case's two statements on one of its
+    event loop's connections (``on_loop``), the locked transaction in a thread. A connection
+    lost after the mark committed reads as ``already_completed`` on the retry: the message
+    was sent once either way."""
     payload = _payload(session_id, tool_call_id, delivery)
     fast = _Fast.of(client, schema, scope, session_id, tool_call_id, delivery, payload)
     decided = None
     if fast is not None:
-        rows = await on_loop(lambda d: pg.fetch(d, fast.read))
-        if fast.goes(rows[0] if rows else None):
-            marked = await on_loop(lambda d: pg.fetch(d, fast.mark))
-            decided = fast.decided(marked[0][0])
+        decided = await on_loop(fast.on)
     if decided is None:
         decided = await anyio.to_thread.run_sync(
             _decide_locked,
@@ -238,6 +235,14 @@ class _Fast:
     def decided(marked: int) -> Decision | None:
         return ("accepted", None) if marked else None
 
+    async def on(self, driver: pg.Driver) -> Decision | None:
+        """Both statements on an autocommit connection of the async client's loop (a
+        delivery it refuses raises there, and that connection is not kept)."""
+        rows = await pg.fetch(driver, self.read)
+        if not self.goes(rows[0] if rows else None):
+            return None
+        return self.decided((await pg.fetch(driver, self.mark))[0][0])
+
 
 def _check_delivery(row: Any, tool_call_id: str, delivery: Delivery) -> None:
     """What the wait accepts: its kind, and a result valid against its output schema."""
@@ -328,11 +333,7 @@ def interrupt(
     storable.check_id(session_id, "session_id")
     try:
         with engine.begin() as conn:
-            owner = sessions.identity(conn, session_id)
-            if owner is None:
-                raise SessionNotFoundError(session_id)
-            if scope is not None:
-                scope.check(session_id, owner.user_id, owner.tenant_id)
+            owner = seen(scope, session_id, sessions.identity(conn, session_id))
             done = queries.interrupt_tree(conn, client, str(owner.root_session_id))
     except (SessionNotFoundError, AccessDeniedError):
         raise

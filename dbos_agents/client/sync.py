@@ -344,11 +344,7 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
         """The generation a session token must carry to be valid (see ``revoke_tokens``)."""
         storable.check_id(session_id, "session_id")
         row = session_rows.token_generation(self.engine, session_id)
-        if row is None:
-            raise SessionNotFoundError(session_id)
-        if self._scope is not None:
-            self._scope.check(session_id, row.user_id, row.tenant_id)
-        return int(row.token_generation)
+        return int(seen(self._scope, session_id, row).token_generation)
 
     @translated
     def revoke_tokens(self, session_id: str) -> int:
