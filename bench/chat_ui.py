@@ -41,7 +41,7 @@ import httpx
 from _lib import cli, pyspy
 from _lib.child import Child
 from _lib.db import LOCAL_SERVER
-from _lib.procfs import backend_cpu_seconds, cpu_seconds, host_busy_pct, host_cpu
+from _lib.procfs import backend_cpu_seconds, cpu_seconds, host_busy_pct, host_cpu, tree_cpu_seconds
 from _lib.stats import pct
 from _lib.tables import rich_table
 from rich.console import Console
@@ -62,7 +62,7 @@ GOAL_ROUND_TRIP_MS = 30.0
 
 @contextlib.contextmanager
 def processes(
-    server_url: str, db_name: str, worker_args: list[str]
+    server_url: str, db_name: str, worker_args: list[str], server_workers: int = 1
 ) -> Iterator[tuple[str, Child, int]]:
     """A fresh database, the worker and ``dbos-agents serve`` on it: (base URL, worker,
     server pid); both stopped and the database dropped afterwards."""
@@ -81,6 +81,7 @@ def processes(
         [
             *(sys.executable, "-m", "dbos_agents.cli", "serve", "--allow-unauthenticated"),
             *("--port", str(port), "--database-url", url),
+            *("--workers", str(server_workers)),
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -252,7 +253,11 @@ def measure(args: Any, chats: list[int], console: Console) -> list[dict[str, Any
         *("--lead-ms", str(args.lead_ms), "--jitter-ms", str(args.jitter_ms)),
     ]
     rows = []
-    with processes(args.server_url, args.db_name, worker_args) as (base, worker, server_pid):
+    with processes(args.server_url, args.db_name, worker_args, args.server_workers) as (
+        base,
+        worker,
+        server_pid,
+    ):
         for k, n in enumerate(chats):
             console.print(f"[chat_ui] {n} chat(s) at once")
             spies: list[subprocess.Popen[bytes]] = []
@@ -261,7 +266,7 @@ def measure(args: Any, chats: list[int], console: Console) -> list[dict[str, Any
                 for name, pid in (("worker", worker.pid), ("server", server_pid)):
                     out = args.profile / f"chat_ui_{name}_{n}_{k}.txt"
                     spies.append(pyspy.record(pid, out))
-            cpu0 = [cpu_seconds(worker.pid), cpu_seconds(server_pid)]
+            cpu0 = [cpu_seconds(worker.pid), tree_cpu_seconds(server_pid)]
             pg0, host0 = backend_cpu_seconds(args.db_name), host_cpu()
             try:
                 lines = run_node(args, base, n)
@@ -270,7 +275,7 @@ def measure(args: Any, chats: list[int], console: Console) -> list[dict[str, Any
                     pyspy.stop(spy)
             row = summarize(n, args.rounds, lines)
             row["worker_cpu_s"] = round(cpu_seconds(worker.pid) - cpu0[0], 2)
-            row["server_cpu_s"] = round(cpu_seconds(server_pid) - cpu0[1], 2)
+            row["server_cpu_s"] = round(tree_cpu_seconds(server_pid) - cpu0[1], 2)
             row["postgres_cpu_s"] = round(backend_cpu_seconds(args.db_name) - pg0, 2)
             row["host_busy_pct"] = round(host_busy_pct(host0), 1)
             row["profiled"] = bool(spies)
@@ -284,6 +289,9 @@ def main() -> None:
         "--server-url", default=os.environ.get("DBOS_AGENTS_BENCH_SERVER_URL", LOCAL_SERVER)
     )
     p.add_argument("--chats", default="1,100", help="chats at once, a list")
+    p.add_argument(
+        "--server-workers", type=int, default=1, help="dbos-agents serve --workers (processes)"
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--profile", type=Path, help="py-spy the worker and server at the largest N")
     p.add_argument("--db-name", default=DB_NAME, help="the fresh database's name")

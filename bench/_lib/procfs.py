@@ -37,6 +37,23 @@ def cpu_seconds(pid: int) -> float:
     return stat_cpu_seconds(f"/proc/{pid}/stat")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """``cpu_seconds`` of a process and its live descendants (a server's ``--workers``)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        with contextlib.suppress(OSError):
+            total += cpu_seconds(p)
+        todo.extend(children.get(p, []))
+    return total
+
+
 def cpu_seconds_or_nan(path: str) -> float:
     """``stat_cpu_seconds``, NaN once the process is gone."""
     try:

@@ -117,6 +117,12 @@ def serve(
     allow_unauthenticated: bool = typer.Option(
         False, "--allow-unauthenticated", help="built-in session tokens only; logs a warning"
     ),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        help="server processes on the one port (each with its own event loop and connections)",
+    ),
     database_url: str | None = DbUrl,
     as_json: bool = AsJson,
 ) -> None:
@@ -138,6 +144,8 @@ def serve(
         overrides["allow_unauthenticated"] = True
     if database_url is not None:
         overrides["database_url"] = database_url
+    if auth is not None:
+        overrides["authenticate"] = auth  # how the processes of --workers find it
     settings = ServerSettings(**overrides)
     hook = None if auth is None else load_authenticate(auth)
     if hook is None and not settings.authenticate and not settings.allow_unauthenticated:
@@ -153,7 +161,7 @@ def serve(
     signal.signal(signal.SIGTERM, _drained)
     logs.configure("WARNING")  # the server's warnings as lines; uvicorn logs requests itself
     try:
-        run_server(settings, authenticate=hook)
+        run_server(settings, authenticate=hook if workers == 1 else None, workers=workers)
     except SystemExit as exc:  # uvicorn's startup failure is 3, our already_completed
         if exc.code != 3:
             raise

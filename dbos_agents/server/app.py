@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -10,6 +12,7 @@ from typing import Any
 
 from fastapi import FastAPI, Response
 from fastapi.middleware.cors import CORSMiddleware
+from pydantic import SecretStr
 from starlette.concurrency import run_in_threadpool
 
 from ..client import AgentClient, AsyncAgentClient
@@ -187,15 +190,56 @@ def _publish_400_not_422(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def serve(settings: ServerSettings | None = None, authenticate: Authenticate | None = None) -> None:
-    """Run the API under uvicorn until SIGINT/SIGTERM (``dbos-agents serve``)."""
+SPAWN_ENV = "DBOS_AGENTS_SERVER_SPAWN_SETTINGS"
+"""Where ``serve(workers=N)`` leaves the settings for the processes it starts (JSON)."""
+
+
+def serve(
+    settings: ServerSettings | None = None,
+    authenticate: Authenticate | None = None,
+    *,
+    workers: int = 1,
+) -> None:
+    """Run the API under uvicorn until SIGINT/SIGTERM (``dbos-agents serve``).
+
+    ``workers`` > 1 runs that many server processes on the one port (uvicorn's supervisor;
+    each has its own connections and LISTEN), so one busy event loop no longer queues every
+    request. They are started fresh, so the hook must come from ``settings.authenticate``.
+    """
     import uvicorn
 
     settings = settings or ServerSettings()
-    app = create_app(settings, authenticate=authenticate)
+    if workers < 1:
+        raise ConfigurationError(f"workers must be at least 1, not {workers}")
+    if workers == 1:
+        app = create_app(settings, authenticate=authenticate)
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level)
+        return
+    if authenticate is not None:
+        raise ConfigurationError(
+            "serve(workers > 1) starts new processes: name the authenticate hook as"
+            " settings.authenticate ('module:function') instead of passing it"
+        )
+    create_app(settings)  # refuse a bad configuration here, not in every process
+    os.environ[SPAWN_ENV] = _settings_json(settings)
     uvicorn.run(
-        app,
+        f"{__name__}:app_from_spawn",
+        factory=True,
+        workers=workers,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
     )
+
+
+def app_from_spawn() -> FastAPI:
+    """The app of one process started by ``serve(workers=N)``."""
+    return create_app(ServerSettings.model_validate_json(os.environ[SPAWN_ENV]))
+
+
+def _settings_json(settings: ServerSettings) -> str:
+    data = settings.model_dump(mode="python")
+    for name, value in data.items():
+        if isinstance(value, SecretStr):
+            data[name] = value.get_secret_value()
+    return json.dumps(data)
