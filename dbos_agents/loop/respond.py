@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 
 from .. import storable
@@ -70,6 +71,13 @@ class TurnStream:
         self.text = ""
         """This attempt's text."""
         self.cut_usage = Usage(output_tokens=math.ceil(len(self.shown) / 4))
+        self.first_piece_at: float | None = None
+
+    def live(self) -> bool:
+        """Whether readers have been shown this reply for longer than a batch interval
+        (a reply that is over sooner goes whole with the turn's record)."""
+        first = self.first_piece_at
+        return first is not None and time.monotonic() - first >= self.announcer.interval
 
     def next_attempt(self, continues: bool) -> None:
         """Start an attempt: withdraw what cannot be continued."""
@@ -132,6 +140,8 @@ class TurnStream:
             name=name,
         )
         self.part += 1
+        if self.first_piece_at is None:
+            self.first_piece_at = time.monotonic()
         self.announcer.append(self.spec["session_id"], [row])
 
 
@@ -203,5 +213,7 @@ async def _streamed(model: StreamingModel, req: ModelRequest, stream: TurnStream
     )
     stream.open_tools.clear()  # final now: they come whole with the turn's message
     sid = stream.spec["session_id"]
+    if stream.live():
+        await stream.announcer.written(sid)
     rows = await stream.announcer.settle(sid)
     return Reply(response, rows, stream, staged=stream.announcer.take_staged(sid))

@@ -94,6 +94,8 @@ class Announcer:
         """Sessions whose deltas the flush in flight writes."""
         self._announcing: frozenset[str] = frozenset()
         """Sessions the flush in flight announces."""
+        self._next: asyncio.Future[None] | None = None
+        """Resolved when the next flush is over (``written``)."""
         self.flushes = 0
         """Batches written (a figure for tests and benchmarks)."""
 
@@ -128,6 +130,24 @@ class Announcer:
         them now); after ``settle``, so no batch of them is in flight."""
         return self._staged.pop(session_id, None) is not None
 
+    @property
+    def interval(self) -> float:
+        return self._interval
+
+    async def written(self, session_id: str, rounds: int = 3) -> None:
+        """Wait until the batches wrote the session's deltas appended so far, for at most
+        ``rounds`` flushes (``settle`` then hands the caller what is left): the end of a
+        reply that readers watched live is shown as its other pieces were, not with the
+        turn's record and the run's end."""
+        for _ in range(rounds):
+            if session_id not in self._rows and session_id not in self._inflight:
+                return
+            if self._next is None:
+                self._next = asyncio.get_running_loop().create_future()
+            waiting = self._next
+            self._kick()
+            await asyncio.shield(waiting)
+
     async def settle(self, session_id: str) -> list[deltas.Delta]:
         """The session's deltas not flushed yet, taken out of the batches (the caller
         writes them), once no flush of its deltas is in flight (a batch of others' deltas
@@ -150,10 +170,18 @@ class Announcer:
             await self._wake.wait()
             self._wake.clear()
             started = loop.time()
-            await self._flush()
+            try:
+                await self._flush()
+            finally:
+                self._flushed()
             # One batch per interval at most, counted from its start: a piece waits for
             # the interval, not for the interval and the batch before it.
             await asyncio.sleep(max(0.0, self._interval - (loop.time() - started)))
+
+    def _flushed(self) -> None:
+        done, self._next = self._next, None
+        if done is not None and not done.done():
+            done.set_result(None)
 
     async def _flush(self) -> None:
         rows, self._rows = self._rows, {}
@@ -228,5 +256,8 @@ class Announcer:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        with contextlib.suppress(Exception):
-            await self._flush()
+        try:
+            with contextlib.suppress(Exception):
+                await self._flush()
+        finally:
+            self._flushed()

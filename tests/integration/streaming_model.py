@@ -1,7 +1,7 @@
 """The integration model, streaming: ``ScriptedModel`` with scripted cuts for a few agents.
 
 ``stream_cut`` streams part of its reply, then the connection "drops" once
-(``TransientModelError``); ``slow_streamer`` writes a piece every 20 ms; ``stream_cut_tool`` does so in the middle of a tool call's
+(``TransientModelError``); ``slow_streamer`` writes a piece every 20 ms (its end right after the last); ``stream_cut_tool`` does so in the middle of a tool call's
 arguments; ``stream_fail`` fails for good mid-reply (``ModelError``). Every request is
 kept in ``ASKED`` so tests can check what a continuation was asked.
 """
@@ -71,7 +71,8 @@ class StreamedScript:
             return
         if agent in ("slow_streamer", "slow_tool_streamer"):  # a piece every 20 ms
             async for event in self.inner.stream(request):
-                await asyncio.sleep(0.02)
+                if not isinstance(event, Completed):  # the end comes with the last piece
+                    await asyncio.sleep(0.02)
                 yield event
             return
         if agent not in ("stream_cut", "stream_cut_tool", "stream_fail") or not first:

@@ -152,6 +152,24 @@ async def test_a_tool_result_costs_a_streamed_turn_no_commit_of_its_own(
             assert tool_x == answer[0].x, "a reply written slowly: its first batch"
 
 
+async def test_the_end_of_a_reply_watched_live_is_shown_by_a_batch(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    """A reply that readers watched for longer than a batch interval: its last pieces go
+    out in a batch as its other pieces did, not with the turn's record (which would hold
+    them until the run's end is announced); a reply done within one interval still goes
+    whole with its record."""
+    slow = await asyncio.to_thread(client.start, "slow_streamer", "watched")
+    fast = await asyncio.to_thread(client.start, "streamer", "at once")
+    for sid in (slow, fast):
+        assert (await asyncio.to_thread(client.wait, sid, timeout=60)).status == "completed"
+    by_role, rows = _xmins(integration_database_url, slow)
+    assert len({r.x for r in rows}) > 1, "a reply written slowly comes in several batches"
+    assert rows[-1].x not in by_role["assistant"], "its last piece waited for the record"
+    by_role, rows = _xmins(integration_database_url, fast)
+    assert {r.x for r in rows} == set(by_role["assistant"]), "a reply done at once"
+
+
 async def test_a_fenced_stage_is_dropped_and_its_deltas_still_shown(
     runtime: AgentRuntime, client: AgentClient, integration_database_url: str
 ) -> None:
