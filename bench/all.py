@@ -21,7 +21,8 @@ DBOS would recover leftover workflows of an earlier run and measure those too:
 5. bench/concurrency.py --json: N sessions at once on ours and the peers (each system in its
    own process and database, alternated rounds), turns/s and CPU per turn.
 6. bench/streaming.py --json (live streams) and bench/chat_ui.py --json (the AI SDK's client
-   with 1 and 100 chats at once), each with its worker and server in processes of their own.
+   with 1 and 100 chats at once; then again with `serve --workers 2`), each with its worker
+   and server in processes of their own.
 
 Every ratio in the report divides by a floor measured in the same run (on the same machine,
 at the same load), never by a number from another day: on a shared machine absolute
@@ -228,9 +229,15 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
         [*(PY, "bench/chat_ui.py", "--json", "--server-url", server_url)],
         timeout=3600,
     )[-1]
+    chat_ui_workers = run_json(
+        "9 chat UIs, two server processes",
+        [*(PY, "bench/chat_ui.py", "--json", "--server-url", server_url, "--server-workers", "2")],
+        timeout=3600,
+    )[-1]
     return {
         "streaming": streaming,
         "chat_ui": chat_ui,
+        "chat_ui_workers": chat_ui_workers,
         "turn_overhead": turn,
         "peers": peer_rows,
         "rounds": sizes.rounds,

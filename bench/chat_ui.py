@@ -18,7 +18,7 @@ prints one JSON line per chat:
 
     python bench/chat_ui.py [--chats 1,100] [--rounds 3] [--pieces 20] [--pace-ms 50]
         [--lead-ms 500] [--jitter-ms 50] [--spread-ms 1000] [--timeout 300] [--profile DIR]
-        [--db-name NAME] [--json] [--server-url URL]
+        [--db-name NAME] [--json] [--server-url URL] [--server-workers 1]
 
 How to read the figures, and what was found: docs/bench-notes/chat_ui.md.
 """
@@ -279,6 +279,7 @@ def measure(args: Any, chats: list[int], console: Console) -> list[dict[str, Any
             row["postgres_cpu_s"] = round(backend_cpu_seconds(args.db_name) - pg0, 2)
             row["host_busy_pct"] = round(host_busy_pct(host0), 1)
             row["profiled"] = bool(spies)
+            row["server_workers"] = args.server_workers
             rows.append(row)
     return rows
 
@@ -306,7 +307,15 @@ def main() -> None:
         rows = measure(args, chats, console)
         report(console, rows)
     if args.json:
-        keep = ("rounds", "pieces", "pace_ms", "lead_ms", "jitter_ms", "spread_ms")
+        keep = (
+            "rounds",
+            "pieces",
+            "pace_ms",
+            "lead_ms",
+            "jitter_ms",
+            "spread_ms",
+            "server_workers",
+        )
         cli.print_json(
             {
                 "rows": rows,

@@ -284,7 +284,7 @@ def report(
         *recovery_section(results["recovery"]),
         *concurrency_section(results.get("concurrency")),
         *streaming_section(results.get("streaming")),
-        *chat_ui_section(results.get("chat_ui")),
+        *chat_ui_section(results.get("chat_ui"), results.get("chat_ui_workers")),
         "## What each benchmark is",
         "",
         "- `bench/turn_overhead.py`: dbos-agents' durable loop (a model step that records the"

@@ -339,6 +339,20 @@ def _without_limits(queue: Any) -> bool:
     return queue._concurrency is None and queue._worker_concurrency is None
 
 
+_LATEST_TTL_SEC = 1.0
+_latest: list[tuple[float, bool]] = []
+
+
+def is_latest_version(sys_db: Any, version: str) -> bool:
+    """Whether ``version`` is DBOS's latest application version (only that one takes
+    version-less workflows), read at most once a second like the queue's configuration
+    rather than once per claim."""
+    now = time.monotonic()
+    if not _latest or now - _latest[0][0] >= _LATEST_TTL_SEC:
+        _latest[:] = [(now, bool(sys_db._is_latest_version(version)))]
+    return _latest[0][1]
+
+
 def dequeue_now(queue_name: str) -> int:
     """Claim and start this worker's share of ``queue_name``'s enqueued workflows now,
     exactly as one poll of DBOS's queue thread does for a queue without global limits
@@ -358,8 +372,15 @@ def dequeue_now(queue_name: str) -> int:
     owner_xid = generate_uuid()
     # The local running count only matters under a worker concurrency limit (left to the
     # queue thread above); counting it walks every active workflow, 100,000 when parked.
+    version = GlobalParams.app_version
     claimed, _ = sys_db.start_queued_workflows(
-        queue, GlobalParams.executor_id, GlobalParams.app_version, None, 0, owner_xid=owner_xid
+        queue,
+        GlobalParams.executor_id,
+        version,
+        None,
+        0,
+        owner_xid=owner_xid,
+        is_latest_version=is_latest_version(sys_db, version),
     )
     if not claimed:
         return 0

@@ -21,13 +21,12 @@ Otherwise the start goes through the queue as before.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import sqlalchemy as sa
 from dbos._sys_db import WorkflowStatusString
 
-from .internals import _system_database, claims_without_limits, sharded
+from .internals import _system_database, claims_without_limits, is_latest_version, sharded
 from .parking import (
     NOW_MS,
     STATUS_COLUMNS,
@@ -47,15 +46,6 @@ _CLAIM = (
     " WHERE ws.workflow_uuid = :wf AND ws.status = :enqueued AND ws.queue_name = :queue"
     f" AND ws.workflow_timeout_ms IS NULL RETURNING {STATUS_COLUMNS}"
 )
-_LATEST_TTL_SEC = 1.0
-_latest: list[tuple[float, bool]] = []
-
-
-def _is_latest(sys_db: Any, version: str) -> bool:
-    now = time.monotonic()
-    if not _latest or now - _latest[0][0] >= _LATEST_TTL_SEC:
-        _latest[:] = [(now, bool(sys_db._is_latest_version(version)))]
-    return _latest[0][1]
 
 
 class LocalStart:
@@ -120,6 +110,6 @@ def local_start(queue_name: str) -> LocalStart | None:
         return None
     if not claims_without_limits(queue_name):
         return None
-    if not _is_latest(sys_db, GlobalParams.app_version):
+    if not is_latest_version(sys_db, GlobalParams.app_version):
         return None
     return LocalStart(queue_name)

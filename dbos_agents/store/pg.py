@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 import sqlalchemy as sa
+from psycopg import pq
 from psycopg.rows import namedtuple_row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
@@ -154,7 +155,14 @@ async def fetch(pg: Driver, stmt: Stmt) -> list[Any]:
     sql, params = stmt
     async with pg.cursor(row_factory=namedtuple_row) as cur:
         await cur.execute(psycopg_sql(sql), params)
-        return await cur.fetchall() if cur.description is not None else []
+        return await cur.fetchall() if _returns_rows(cur) else []
+
+
+def _returns_rows(cur: psycopg.AsyncCursor[Any] | psycopg.Cursor[Any]) -> bool:
+    """``cur.description is not None`` (the statement returns rows, maybe none), without
+    building a ``Column`` object per field for every statement read."""
+    res = cur.pgresult
+    return res is not None and (res.nfields > 0 or res.status == pq.ExecStatus.TUPLES_OK)
 
 
 async def fetch_all(pg: Driver, stmts: Sequence[Stmt]) -> list[list[Any]]:
@@ -167,7 +175,7 @@ async def fetch_all(pg: Driver, stmts: Sequence[Stmt]) -> list[list[Any]]:
             cur = pg.cursor(row_factory=namedtuple_row)
             await cur.execute(psycopg_sql(sql), params)
             cursors.append(cur)
-    return [await c.fetchall() if c.description is not None else [] for c in cursors]
+    return [await c.fetchall() if _returns_rows(c) else [] for c in cursors]
 
 
 def pipelined(conn: sa.Connection, stmts: Sequence[Stmt]) -> list[list[Any]]:
@@ -180,7 +188,7 @@ def pipelined(conn: sa.Connection, stmts: Sequence[Stmt]) -> list[list[Any]]:
             cur = raw.cursor(row_factory=namedtuple_row)
             cur.execute(psycopg_sql(sql), params)
             cursors.append(cur)
-    return [c.fetchall() if c.description is not None else [] for c in cursors]
+    return [c.fetchall() if _returns_rows(c) else [] for c in cursors]
 
 
 async def script(engine: AsyncEngine, stmts: Sequence[Stmt]) -> None:
