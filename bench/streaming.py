@@ -18,6 +18,7 @@ messages), in one run.
 
     python bench/streaming.py [--streams 1,200] [--pieces 40] [--pace-ms 50]
         [--sessions 20] [--turns 10] [--rounds 3] [--peers] [--json] [--server-url URL]
+        [--server-workers 1]
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import httpx
 from _lib import cli, pyspy, sse_reader
 from _lib.child import Child
 from _lib.db import LOCAL_SERVER
-from _lib.procfs import backend_cpu_seconds, cpu_seconds, host_busy_pct, host_cpu
+from _lib.procfs import backend_cpu_seconds, cpu_seconds, host_busy_pct, host_cpu, tree_cpu_seconds
 from _lib.stats import pct
 from rich.console import Console
 
@@ -98,12 +99,19 @@ async def latency_round(base: str, n: int, pieces: int) -> dict[str, Any]:
     return _figures(n, pieces, got, out)
 
 
+def _cpu(who: str, pid: int) -> float:
+    """The server's processes (``--workers``) together; the others alone (the readers'
+    process is the parent of the rest)."""
+    return tree_cpu_seconds(pid) if who == "server" else cpu_seconds(pid)
+
+
 def latency(
     server_url: str,
     streams: list[int],
     pieces: int,
     pace_ms: float,
     profile: Path | None = None,
+    server_workers: int = 1,
 ) -> list[dict[str, Any]]:
     name = "dbos_agents_bench_streaming"
     url = create_fresh_database(server_url, name)
@@ -133,6 +141,8 @@ def latency(
             str(port),
             "--database-url",
             url,
+            "--workers",
+            str(server_workers),
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -155,7 +165,7 @@ def latency(
                 for who, pid in (("worker", worker.proc.pid), ("server", server.pid)):
                     spies.append(pyspy.record(pid, profile / f"streaming_{who}_{n}.txt"))
             pids = {"worker": worker.proc.pid, "server": server.pid, "readers": os.getpid()}
-            cpu0 = {who: cpu_seconds(pid) for who, pid in pids.items()}
+            cpu0 = {who: _cpu(who, pid) for who, pid in pids.items()}
             pg0, host0 = backend_cpu_seconds(name), host_cpu()
             try:
                 row = asyncio.run(latency_round(base, n, pieces))
@@ -163,10 +173,11 @@ def latency(
                 for spy in spies:
                     pyspy.stop(spy)
             for who, pid in pids.items():
-                row[f"{who}_cpu_s"] = round(cpu_seconds(pid) - cpu0[who], 2)
+                row[f"{who}_cpu_s"] = round(_cpu(who, pid) - cpu0[who], 2)
             row["postgres_cpu_s"] = round(backend_cpu_seconds(name) - pg0, 2)
             row["host_busy_pct"] = round(host_busy_pct(host0), 1)
             row["profiled"] = bool(spies)
+            row["server_workers"] = server_workers
             rows.append(row)
         return rows
     finally:
@@ -318,6 +329,9 @@ def main() -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--profile", type=Path, help="py-spy the worker and server at the largest N")
     p.add_argument("--latency-only", action="store_true", help="skip the per-turn part")
+    p.add_argument(
+        "--server-workers", type=int, default=1, help="dbos-agents serve --workers (processes)"
+    )
     p.add_argument("--no-floors", action="store_true", help="skip the floors of the largest N")
     cli.options(p, pieces=40, pace_ms=50.0, sessions=20, turns=10, rounds=3)
     args = p.parse_args()
@@ -325,7 +339,9 @@ def main() -> None:
     with cli.report_to_stderr(args.json):
         console = Console()
         console.print(f"[streaming] latency: {streams} streams, {args.pieces} pieces each")
-        lat = latency(args.server_url, streams, args.pieces, args.pace_ms, args.profile)
+        lat = latency(
+            args.server_url, streams, args.pieces, args.pace_ms, args.profile, args.server_workers
+        )
         if not args.no_floors:
             ours = lat[-1]
             for mode in FLOORS:
