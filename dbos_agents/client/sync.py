@@ -79,6 +79,8 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
         self._owns = True
         self.watches = Watches(url, s.connect_timeout_sec, self.engine)
         """The async client's shared LISTEN connection (``watch.py``), opened on first use."""
+        self.known_agents = workers.KnownAgents(self.engine, s.stale_after_sec)
+        """The fleet's agents, for ``start``'s check (remembered for a second)."""
         self.loop_reads = LoopReads(url, s.connect_timeout_sec)
         """The async client's full reads of live streams, on its event loop (``loop_reads.py``)."""
 
@@ -169,12 +171,13 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
         id. A scoped client's new sessions are its own; a follow-up must be to one of them.
 
         An agent no live worker serves is refused (``UnknownAgentError``: workers publish
-        their agents, ``store.workers.known_agents``); with no live worker it is queued.
+        their agents, ``store.workers.known_agents``, read at most once a second while it
+        lets agents in); with no live worker it is queued.
         """
         user_id, tenant_id = self._filters(user_id, tenant_id)
         storable.check_id(agent, "agent")  # a malformed name is INVALID_REQUEST, not unknown
-        known = workers.known_agents(self.engine, self.settings.stale_after_sec)
-        if known is not None and agent not in known:
+        known = self.known_agents.refusing(agent)
+        if known is not None:
             raise UnknownAgentError(agent, known)
         if session_id is not None and self._scope is not None:
             # An id no session has yet starts a new one under it.

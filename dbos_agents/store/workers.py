@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -101,6 +103,39 @@ def known_agents(engine: sa.Engine, stale_after_sec: float = 30.0) -> list[str] 
     except sa.exc.ProgrammingError:  # a role without access to the fleet's table
         return None
     return None if not row.n else list(row.agents or [])
+
+
+class KnownAgents:
+    """``known_agents`` for a client's starts, remembered for ``ttl_sec`` while it lets the
+    agent asked for in (a burst of starts reads the fleet once, not once a start); a
+    refusal is always read fresh, so an agent a worker just published is not refused."""
+
+    def __init__(
+        self,
+        engine: sa.Engine,
+        stale_after_sec: float,
+        ttl_sec: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._engine, self._stale, self.ttl_sec, self._clock = (
+            engine,
+            stale_after_sec,
+            ttl_sec,
+            clock,
+        )
+        self._last: tuple[float, list[str] | None] | None = None
+
+    def refusing(self, agent: str) -> list[str] | None:
+        """None when ``agent`` may start (a live worker serves it, or no live worker
+        published its agents); else the agents live workers serve."""
+        last = self._last
+        fresh = last is not None and self._clock() - last[0] < self.ttl_sec
+        if fresh and last is not None and (last[1] is None or agent in last[1]):
+            return None
+        now = self._clock()
+        known = known_agents(self._engine, self._stale)
+        self._last = (now, known)
+        return None if known is None or agent in known else known
 
 
 def get(engine: sa.Engine, executor_id: str) -> WorkerInfo | None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from dbos_agents import UnknownAgentError
 from dbos_agents.server import ServerSettings, create_app
-from dbos_agents.store.workers import known_agents
+from dbos_agents.store.workers import KnownAgents, known_agents
 from dbos_agents.testing import CrashHarness
 
 from .conftest import LiveServer
@@ -41,6 +42,7 @@ def test_unknown_agents_are_refused_while_a_worker_serves_and_queued_when_none_d
         assert client.sessions(agent="nope") == []  # nothing was written
         ok = http.post(f"{live.url}/sessions", json={"agent": "chat", "message": "hi"})
         assert ok.status_code == 201, ok.text
+        _remembered_while_it_lets_in(client.engine)
     finally:
         live.stop()
         assert worker.stop() == 0
@@ -57,3 +59,29 @@ def _until_published(harness: CrashHarness, timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("the worker never published its agents")
         time.sleep(0.05)
+
+
+def _remembered_while_it_lets_in(engine: sa.Engine) -> None:
+    """``AgentClient.start``'s check reads the fleet once a second while it admits; a
+    refusal is read fresh. The fleet changes under it (the worker now serves only
+    ``other``): a remembered answer still admits ``chat`` until it is read again."""
+    now = [0.0]
+    fleet = KnownAgents(engine, 30.0, ttl_sec=1.0, clock=lambda: now[0])
+    assert fleet.refusing("chat") is None
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE dbos_agents.workers SET agents = '{other}' WHERE executor_id = :e"),
+            {"e": "known-agents"},
+        )
+    try:
+        assert fleet.refusing("chat") is None, "within the second: remembered"
+        assert fleet.refusing("nope") == ["other"], "a refusal is read fresh"
+        assert fleet.refusing("chat") == ["other"], "and what it read is remembered"
+        now[0] = 1.5
+        assert fleet.refusing("other") is None
+    finally:
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text("UPDATE dbos_agents.workers SET agents = :a WHERE executor_id = :e"),
+                {"a": SERVED, "e": "known-agents"},
+            )
