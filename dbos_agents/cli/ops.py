@@ -117,11 +117,12 @@ def serve(
     allow_unauthenticated: bool = typer.Option(
         False, "--allow-unauthenticated", help="built-in session tokens only; logs a warning"
     ),
-    workers: int = typer.Option(
-        1,
+    workers: int | None = typer.Option(
+        None,
         "--workers",
         min=1,
-        help="server processes on the one port (each with its own event loop and connections)",
+        help="server processes on the one port, each with its own event loop and connections"
+        " (default 1, or DBOS_AGENTS_SERVER_WORKERS)",
     ),
     database_url: str | None = DbUrl,
     as_json: bool = AsJson,
@@ -144,6 +145,8 @@ def serve(
         overrides["allow_unauthenticated"] = True
     if database_url is not None:
         overrides["database_url"] = database_url
+    if workers is not None:
+        overrides["workers"] = workers
     if auth is not None:
         overrides["authenticate"] = auth  # how the processes of --workers find it
     settings = ServerSettings(**overrides)
@@ -161,7 +164,7 @@ def serve(
     signal.signal(signal.SIGTERM, _drained)
     logs.configure("WARNING")  # the server's warnings as lines; uvicorn logs requests itself
     try:
-        run_server(settings, authenticate=hook if workers == 1 else None, workers=workers)
+        run_server(settings, authenticate=hook if settings.workers == 1 else None)
     except SystemExit as exc:  # uvicorn's startup failure is 3, our already_completed
         if exc.code != 3:
             raise

@@ -198,17 +198,19 @@ def serve(
     settings: ServerSettings | None = None,
     authenticate: Authenticate | None = None,
     *,
-    workers: int = 1,
+    workers: int | None = None,
 ) -> None:
     """Run the API under uvicorn until SIGINT/SIGTERM (``dbos-agents serve``).
 
-    ``workers`` > 1 runs that many server processes on the one port (uvicorn's supervisor;
-    each has its own connections and LISTEN), so one busy event loop no longer queues every
-    request. They are started fresh, so the hook must come from ``settings.authenticate``.
+    ``workers`` (else ``settings.workers``) > 1 runs that many server processes on the one
+    port (uvicorn's supervisor; each has its own connections and LISTEN), so one busy event
+    loop no longer queues every request. They are started fresh, so the hook must come from
+    ``settings.authenticate``.
     """
     import uvicorn
 
     settings = settings or ServerSettings()
+    workers = settings.workers if workers is None else workers
     if workers < 1:
         raise ConfigurationError(f"workers must be at least 1, not {workers}")
     if workers == 1:

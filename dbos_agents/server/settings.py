@@ -101,6 +101,10 @@ class ServerSettings(BaseSettings):
     array. Empty (the default): no CORS headers, only same-origin pages."""
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    workers: int = Field(default=1, ge=1)
+    """Server processes on the port (``serve``; uvicorn's supervisor): each has its own
+    event loop and connections, so a second core serves requests too. More than one
+    needs the hook named in ``authenticate``, not passed in code."""
     log_level: str = "info"
 
     @field_validator("cors_origins", mode="before")

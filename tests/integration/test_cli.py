@@ -256,7 +256,8 @@ def test_workers_share_the_port_and_the_hook_and_stop_on_one_sigterm(
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    argv = [sys.executable, "-m", "dbos_agents.cli", "serve", "--workers", "2"]
+    env["DBOS_AGENTS_SERVER_WORKERS"] = "2"  # as --workers 2
+    argv = [sys.executable, "-m", "dbos_agents.cli", "serve"]
     argv += ["--auth", "myhooks:authenticate", "--port", str(port)]
     argv += ["--database-url", fresh_database_url]
     with open(log, "w") as out:
@@ -295,3 +296,5 @@ def test_workers_refuse_a_hook_object_and_a_count_below_one() -> None:
         serve(settings, authenticate=lambda *_: None, workers=2)
     with pytest.raises(ConfigurationError, match="at least 1"):
         serve(settings.model_copy(update={"allow_unauthenticated": True}), workers=0)
+    with pytest.raises(ValueError, match="workers"):
+        ServerSettings(workers=0)
