@@ -117,25 +117,26 @@ class KnownAgents:
         ttl_sec: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._engine, self._stale, self.ttl_sec, self._clock = (
-            engine,
-            stale_after_sec,
-            ttl_sec,
-            clock,
-        )
+        self._engine = engine
+        self._stale = stale_after_sec
+        self.ttl_sec = ttl_sec
+        self._clock = clock
         self._last: tuple[float, list[str] | None] | None = None
 
     def refusing(self, agent: str) -> list[str] | None:
         """None when ``agent`` may start (a live worker serves it, or no live worker
         published its agents); else the agents live workers serve."""
-        last = self._last
-        fresh = last is not None and self._clock() - last[0] < self.ttl_sec
-        if fresh and last is not None and (last[1] is None or agent in last[1]):
-            return None
         now = self._clock()
+        last = self._last
+        if last is not None and now - last[0] < self.ttl_sec and _admits(last[1], agent):
+            return None
         known = known_agents(self._engine, self._stale)
         self._last = (now, known)
-        return None if known is None or agent in known else known
+        return None if _admits(known, agent) else known
+
+
+def _admits(known: list[str] | None, agent: str) -> bool:
+    return known is None or agent in known
 
 
 def get(engine: sa.Engine, executor_id: str) -> WorkerInfo | None:
