@@ -307,15 +307,7 @@ def main() -> None:
         rows = measure(args, chats, console)
         report(console, rows)
     if args.json:
-        keep = (
-            "rounds",
-            "pieces",
-            "pace_ms",
-            "lead_ms",
-            "jitter_ms",
-            "spread_ms",
-            "server_workers",
-        )
+        keep = ("rounds", "pieces", "pace_ms", "lead_ms", "jitter_ms", "spread_ms")
         cli.print_json(
             {
                 "rows": rows,
