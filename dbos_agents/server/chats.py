@@ -18,17 +18,48 @@ from dataclasses import dataclass
 
 from fastapi import HTTPException, Request
 
-from ..errors import InvalidRequestError, SessionNotFoundError, UnknownAgentError
+from ..errors import InvalidRequestError, UnknownAgentError
+from ..events import Cursor
 from ..outcome import SessionInfo
+from ..store import sessions as session_rows
 from .auth import Access, Operation
-from .context import ServerContext
+from .context import Seen, ServerContext
 
-__all__ = ["Chat", "chat_session_id", "open_chat", "require_existing", "say", "session_of_chat"]
+__all__ = [
+    "Chat",
+    "RunCursors",
+    "chat_session_id",
+    "open_chat",
+    "require_existing",
+    "say",
+    "session_of_chat",
+]
 
 CHAT_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 """What the clients generate (nanoid-like ids, UUIDs), bounded."""
 
 _UNKEYED = b"dbos-agents chat ids"
+
+
+@dataclass(frozen=True)
+class RunCursors:
+    """Where a stream of the session's current run, or of its next one, starts."""
+
+    start: Cursor
+    """Before the current run's first message: a replay of the whole run (a run with no
+    message yet starts at the log's end)."""
+    asked: Cursor
+    """After the current run's last assistant message (the one whose calls wait): what
+    follows an answer, server tools' results of that turn included."""
+    following: Cursor
+    """Before the next run's first message: a follow-up's stream."""
+
+    @classmethod
+    def of(cls, read: session_rows.WithRuns) -> RunCursors:
+        start = Cursor(read.first - 1) if read.first is not None else Cursor(read.last)
+        asked = Cursor(read.asked) if read.asked is not None else start
+        nxt = read.first_next
+        return cls(start, asked, Cursor(nxt - 1) if nxt is not None else Cursor(read.last))
 
 
 @dataclass(frozen=True)
@@ -43,12 +74,22 @@ class Chat:
     """The session has been started (False: ``say`` starts it)."""
     info: SessionInfo | None = None
     """The session as read when the chat was let in (None: not started)."""
+    cursors: RunCursors | None = None
+    """Where its runs' streams start, read with ``info``."""
+    seen: Seen | None = None
+    """What ``authorize`` checks, read with ``info`` (other operations reuse it)."""
 
     def session(self) -> SessionInfo:
         """The started session as read when it was let in (authorized: no second read)."""
         if self.info is None:
             raise HTTPException(404, f"no chat {self.chat_id!r} of agent {self.agent!r}")
         return self.info
+
+    def runs(self) -> RunCursors:
+        """Where the started session's streams start, as read when it was let in."""
+        if self.cursors is None:
+            raise HTTPException(404, f"no chat {self.chat_id!r} of agent {self.agent!r}")
+        return self.cursors
 
 
 def ctx_of(request: Request) -> ServerContext:
@@ -93,13 +134,18 @@ async def open_chat(
     if allowed is not None and agent not in allowed:
         raise UnknownAgentError(agent, allowed)
     sid = chat_session_id(ctx, agent, chat_id, field=field)
-    try:
-        info = await ctx.agent_client().session(sid)
-    except SessionNotFoundError:
+    client = ctx.agent_client()
+    schema = client.settings.dbos_system_schema
+    # The session, its token generation and its runs' cursors in one read: under load every
+    # read of a request waits its turn for the loop's connections.
+    read = await client.on_loop(lambda d: session_rows.get_with_runs_on(d, sid, schema))
+    if read is None:
         access = await ctx.authorize(request, "create_session", None)
         return Chat(agent, chat_id, sid, access, exists=False)
-    access = await ctx.authorize(request, operation, sid)
-    return Chat(agent, chat_id, sid, access, exists=True, info=info)
+    seen = Seen(read.info.user_id, read.info.tenant_id, read.token_generation)
+    access = await ctx.authorize(request, operation, sid, seen)
+    cursors = RunCursors.of(read)
+    return Chat(agent, chat_id, sid, access, True, read.info, cursors, seen)
 
 
 async def say(request: Request, chat: Chat, message: str) -> str | None:

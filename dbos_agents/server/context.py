@@ -24,6 +24,16 @@ from .schemas import SessionToken
 from .settings import ServerSettings
 
 
+@dataclass(frozen=True)
+class Seen:
+    """A session as the request read it already: whom it belongs to and the generation its
+    tokens carry (``authorize`` then reads nothing itself)."""
+
+    user_id: str | None
+    tenant_id: str | None
+    token_generation: int
+
+
 @dataclass
 class ServerContext:
     settings: ServerSettings
@@ -57,14 +67,19 @@ class ServerContext:
         return self.agent_client()
 
     async def authorize(
-        self, request: Request, operation: Operation, session_id: str | None
+        self,
+        request: Request,
+        operation: Operation,
+        session_id: str | None,
+        seen: Seen | None = None,
     ) -> Access:
-        """Let the call in or raise 401/403 (see ``dbos_agents.server.auth``)."""
+        """Let the call in or raise 401/403 (see ``dbos_agents.server.auth``); ``seen``: the
+        session as the request read it already."""
         if self.authenticate is not None:
             principal = await call_hook(self.authenticate, request, operation, session_id)
             if principal is not None:
                 if session_id is not None:
-                    await self._check_owner(principal, session_id)
+                    await self._check_owner(principal, session_id, seen)
                 return Access(via="hook", principal=principal)
         if session_id is None:
             if self.settings.allow_unauthenticated:
@@ -74,9 +89,11 @@ class ServerContext:
             if self.settings.allow_unauthenticated:
                 return Access(via="anonymous")
             raise unauthorized("not authenticated")
-        return await self._token_access(request, session_id)
+        return await self._token_access(request, session_id, seen)
 
-    async def _token_access(self, request: Request, session_id: str | None) -> Access:
+    async def _token_access(
+        self, request: Request, session_id: str | None, seen: Seen | None = None
+    ) -> Access:
         """A valid, unrevoked session token (for ``session_id`` when one is named)."""
         assert self.tokens is not None
         try:
@@ -87,7 +104,10 @@ class ServerContext:
             token.session_id.encode(), session_id.encode()
         ):
             raise HTTPException(403, "this token is for another session")
-        current = await self.agent_client().token_generation(token.session_id)
+        if seen is not None and session_id is not None:  # the token's own session, read
+            current = seen.token_generation
+        else:
+            current = await self.agent_client().token_generation(token.session_id)
         if token.generation != current:
             raise unauthorized("token revoked")
         return Access(via="token", token=token)
@@ -106,12 +126,18 @@ class ServerContext:
             return Access(via="anonymous")
         raise unauthorized("not authenticated")
 
-    async def _check_owner(self, principal: Principal, session_id: str) -> None:
+    async def _check_owner(self, principal: Principal, session_id: str, seen: Seen | None) -> None:
         """The principal's user and tenant, checked by the scoped client's one rule
         (``AccessDeniedError``: 403 ``ACCESS_DENIED``); a principal naming neither may act
         on any session."""
         client = self.agent_client()
         if principal.user_id is not None:
-            await client.for_identity(principal.user_id, principal.tenant_id).session(session_id)
+            scoped = client.for_identity(principal.user_id, principal.tenant_id)
         elif principal.tenant_id is not None:
-            await client.for_tenant(principal.tenant_id).session(session_id)
+            scoped = client.for_tenant(principal.tenant_id)
+        else:
+            return
+        if seen is None:
+            await scoped.session(session_id)
+        elif scoped.scope is not None:
+            scoped.scope.check(session_id, seen.user_id, seen.tenant_id)

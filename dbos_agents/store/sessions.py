@@ -12,6 +12,7 @@ write over a newer one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -134,6 +135,47 @@ async def get_on(
     """``get`` on an autocommit connection of the caller's loop (the async client's)."""
     rows = await pg.fetch(driver, _get_stmt(session_id, system_schema))
     return _info(rows[0]) if rows else None
+
+
+@dataclass(frozen=True)
+class WithRuns:
+    """A session as a chat request reads it, in one statement: the session, the generation
+    its tokens must carry, and where its runs' messages lie in its transcript."""
+
+    info: SessionInfo
+    token_generation: int
+    first: int | None
+    """The current run's first message (None: it has none yet)."""
+    asked: int | None
+    """The current run's last assistant message."""
+    first_next: int | None
+    """The first message of a run after the current one."""
+    last: int
+    """The transcript's last message (0: none)."""
+
+
+async def get_with_runs_on(
+    driver: pg.Driver, session_id: str, system_schema: str | None = None
+) -> WithRuns | None:
+    """``get`` with the token generation and the runs' bounds (``WithRuns``), on a
+    connection of the caller's loop: a chat request's reads, one round trip, one snapshot."""
+    bounds = (
+        "SELECT min(m.seq) FILTER (WHERE m.run_seq >= s.run_seq) AS first_seq,"
+        " max(m.seq) FILTER (WHERE m.run_seq = s.run_seq AND m.role = 'assistant')"
+        " AS asked_seq, min(m.seq) FILTER (WHERE m.run_seq > s.run_seq) AS first_next_seq,"
+        f" coalesce(max(m.seq), 0) AS last_seq FROM {S}.messages m WHERE m.session_id = s.id"
+    )
+    sql = (
+        f"SELECT s.*, {_status(system_schema)} AS seen_status, b.* FROM {S}.sessions s"
+        f" CROSS JOIN LATERAL ({bounds}) b WHERE s.id = :s"
+    )
+    rows = await pg.fetch(driver, (sql, {"s": session_id}))
+    if not rows:
+        return None
+    r = rows[0]
+    return WithRuns(
+        _info(r), r.token_generation, r.first_seq, r.asked_seq, r.first_next_seq, r.last_seq
+    )
 
 
 def _get_stmt(session_id: str, system_schema: str | None) -> Stmt:

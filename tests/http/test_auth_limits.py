@@ -18,6 +18,7 @@ from fastapi import HTTPException, Request
 from pydantic import SecretStr
 
 from dbos_agents.server import Operation, Principal, ServerSettings, create_app
+from dbos_agents.server.chats import session_of_chat
 
 from .conftest import SECRET, LiveServer, auth
 
@@ -428,3 +429,39 @@ def test_tokens_may_approve_when_configured(
         assert r.status_code == 404  # let through to the submit: there is no such wait
     finally:
         other.stop()
+
+
+def test_chat_routes_let_in_whom_the_session_routes_let_in(
+    http: httpx.Client, server: LiveServer
+) -> None:
+    """A chat request reads its session once and authorizes from that read: the owner check
+    of a signed-in user or tenant and a token's generation hold as on the session routes."""
+    chat = f"c-{time.monotonic_ns()}"
+    body = {
+        "id": chat,
+        "trigger": "submit-message",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
+    }
+    with http.stream(
+        "POST", f"{server.url}/ai-sdk/chat", json=body, headers={"x-user": "erin"}
+    ) as r:
+        assert r.status_code == 200
+        token = r.headers["x-dbos-agents-token"]
+    resume = f"{server.url}/ai-sdk/chat/{chat}/stream"
+
+    def status(headers: dict[str, str]) -> int:
+        with http.stream("GET", resume, headers=headers) as r:
+            return r.status_code
+
+    assert status({"x-user": "user:erin"}) == 200
+    assert status({"x-user": "tenant:t1"}) == 200
+    assert status(auth(token)) == 200
+    assert status({"x-user": "user:dave"}) == 403
+    assert status({"x-user": "tenant:t2"}) == 403
+    sid = session_of_chat(SECRET, "chat", chat)
+    r = http.post(f"{server.url}/sessions/{sid}/revoke-tokens", headers=auth(token))
+    assert r.status_code == 200, r.text
+    assert status(auth(token)) == 401
+    follow_up = {**body, "messages": [*body["messages"], {**body["messages"][0], "id": "u2"}]}
+    r = http.post(f"{server.url}/ai-sdk/chat", json=follow_up, headers=auth(token))
+    assert r.status_code == 401 and "revoked" in r.json()["message"], r.text

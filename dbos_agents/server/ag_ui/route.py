@@ -131,7 +131,7 @@ def _run_start(history: list[HistoryEntry], run_seq: int, end: Cursor) -> Cursor
 async def _approver(request: Request, ctx: ServerContext, chat: Chat) -> Access:
     """Approving is an authority of its own (as on the submit route): the session token
     lets the session's user answer frontend tools, not approve gated calls."""
-    access = await ctx.authorize(request, "decide_approval", chat.session_id)
+    access = await ctx.authorize(request, "decide_approval", chat.session_id, chat.seen)
     if access.principal is None and not ctx.settings.tokens_may_approve:
         raise HTTPException(
             403,

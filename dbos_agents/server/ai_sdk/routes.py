@@ -19,7 +19,7 @@ from .answers import Answer, Say, approver, deliver, plan
 from .mapping import RunParts, message_id
 from .parts import ErrorPart, Finish, Part, SessionPart, Start
 from .request import ChatRequest
-from .stream import TOKEN_HEADER, parts_of, respond, run_cursors, run_parts
+from .stream import TOKEN_HEADER, parts_of, respond, run_parts
 
 router = APIRouter(tags=["chat UIs"])
 
@@ -51,12 +51,10 @@ async def chat_post(request: Request, agent: str, body: ChatRequest) -> EventSou
 
 async def _say(request: Request, chat: Chat, move: Say) -> EventSourceResponse:
     ctx = ctx_of(request)
-    client = ctx.agent_client()
     run_seq, after = 1, Cursor()
     if chat.exists:
-        info = chat.session()
-        run_seq = info.run_seq + 1
-        after = (await run_cursors(client, chat.session_id, run_seq)).start
+        run_seq = chat.session().run_seq + 1
+        after = chat.runs().following
     token = await say(request, chat, move.text)
     head: list[Part] = []
     headers: dict[str, str] = {}
@@ -72,12 +70,11 @@ async def _answer(request: Request, chat: Chat, answers: list[Answer]) -> EventS
     first = answers[0].operation
     let_in = {first: chat.access}
     for op in {a.operation for a in answers} - {first}:
-        let_in[op] = await ctx.authorize(request, op, chat.session_id)
+        let_in[op] = await ctx.authorize(request, op, chat.session_id, chat.seen)
     approving = let_in.get("decide_approval")
     who = approver(ctx, approving) if approving is not None else None
-    info = chat.session()
-    run_seq = info.run_seq
-    after = (await run_cursors(ctx.agent_client(), chat.session_id, run_seq)).asked
+    run_seq = chat.session().run_seq
+    after = chat.runs().asked
     reached, problems = await deliver(ctx, chat.access, chat.session_id, answers, who)
     head: list[Part] = [ErrorPart(error_text=p) for p in problems]
     if not reached:
@@ -123,5 +120,4 @@ async def chat_resume(request: Request, agent: str, chat_id: str) -> Response:
     info = chat.session()
     if info.status not in BUSY:
         return Response(status_code=204)
-    start = (await run_cursors(ctx.agent_client(), chat.session_id, info.run_seq)).start
-    return _respond(ctx, chat, info.run_seq, start, [], {})
+    return _respond(ctx, chat, info.run_seq, chat.runs().start, [], {})

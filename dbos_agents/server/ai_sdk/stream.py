@@ -11,14 +11,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from ...client import AsyncAgentClient
 from ...events import Cursor
-from ...store import pg
-from ...store.schema import SCHEMA as S
 from ..events import SEP
 from ..follow import Limits, Stop, follow
 from ..settings import ServerSettings
@@ -33,30 +30,6 @@ HEADERS = {
 ``X-Accel-Buffering: no``)."""
 
 TOKEN_HEADER = "x-dbos-agents-token"
-
-
-@dataclass(frozen=True)
-class RunCursors:
-    start: Cursor
-    """Before the run's first message: a replay of the whole run."""
-    asked: Cursor
-    """After the run's last assistant message (the one whose calls wait): what follows an
-    answer, server tools' results of that turn included."""
-
-
-async def run_cursors(client: AsyncAgentClient, session_id: str, run_seq: int) -> RunCursors:
-    """Where a run's stream starts; a run with no message yet starts at the log's end. Read
-    on the loop (``AsyncAgentClient.on_loop``): every chat request reads it."""
-    stmt = (
-        "SELECT min(seq) FILTER (WHERE run_seq >= :r) AS first,"
-        " max(seq) FILTER (WHERE run_seq = :r AND role = 'assistant') AS asked,"
-        f" coalesce(max(seq), 0) AS last FROM {S}.messages WHERE session_id = :s",
-        {"s": session_id, "r": run_seq},
-    )
-    row = (await client.on_loop(lambda d: pg.fetch(d, stmt)))[0]
-    start = Cursor(row.first - 1) if row.first is not None else Cursor(row.last)
-    asked = Cursor(row.asked) if row.asked is not None else start
-    return RunCursors(start, asked)
 
 
 async def run_parts(
