@@ -16,15 +16,22 @@ prints one JSON line per chat:
   piece -> the client;
 - wrong text: chats whose final text is not exactly the stamped pieces once each.
 
+The floor (``--floor``, the default): for each N, before ours, the same Node script with
+the same options against bench/chat_ui_floor.py, a server with no database that streams
+the same parts for the same agents (one process, started once a run): what HTTP, SSE and
+the AI SDK client cost on this host, at its load, without us. Its figures go in each row
+as ``floor_*`` keys; the tables add it and ours / floor.
+
     python bench/chat_ui.py [--chats 1,100] [--rounds 3] [--pieces 20] [--pace-ms 50]
         [--lead-ms 500] [--jitter-ms 50] [--spread-ms 1000] [--timeout 300] [--profile DIR]
-        [--db-name NAME] [--json] [--server-url URL] [--server-workers 1]
+        [--db-name NAME] [--json] [--server-url URL] [--server-workers 1] [--no-floor]
 
 How to read the figures, and what was found: docs/bench-notes/chat_ui.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -37,6 +44,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import chat_ui_floor as floor
 import httpx
 from _lib import cli, pyspy
 from _lib.child import Child
@@ -205,27 +213,18 @@ def report(console: Console, rows: list[dict[str, Any]]) -> None:
             str(r["chats_with_wrong_text"]),
         )
     console.print(t)
+    floor.report(console, rows)
     t = rich_table(
         "Where the time goes (ms, p50)",
         ("N", "tool -> POST", "POST -> headers", "POST -> piece", "piece -> client",
          "all pieces", "p99", "late streams"),
     )  # fmt: skip
+    keys = ("round_trip_post_p50_ms", "round_trip_headers_p50_ms", "round_trip_resume_p50_ms",
+            "round_trip_deliver_p50_ms", "piece_p50_ms", "piece_p99_ms", "opened_after_first_piece")  # fmt: skip
     for r in rows:
-        t.add_row(
-            str(r["chats"]),
-            *(
-                _ms(r[k])
-                for k in (
-                    "round_trip_post_p50_ms",
-                    "round_trip_headers_p50_ms",
-                    "round_trip_resume_p50_ms",
-                    "round_trip_deliver_p50_ms",
-                    "piece_p50_ms",
-                    "piece_p99_ms",
-                )
-            ),
-            str(r["opened_after_first_piece"]),
-        )
+        for label, pre in ((str(r["chats"]), ""), (f"{r['chats']} floor", "floor_")):
+            if pre + keys[0] in r:
+                t.add_row(label, *(_ms(r[pre + k]) for k in keys[:-1]), str(r[pre + keys[-1]]))
     console.print(t)
     t = rich_table(
         "CPU over each N (s)",
@@ -241,6 +240,15 @@ def report(console: Console, rows: list[dict[str, Any]]) -> None:
             _ms(r["node_loop_lag_p99_ms"]),
             f"{r['host_busy_pct']:.0f}",
         )
+        if "floor_node_cpu_s" in r:
+            wall = (r["floor_stamp_phase_s"] or 0) + (r["floor_asker_phase_s"] or 0)
+            t.add_row(
+                f"{r['chats']} floor",
+                *(f"{wall:.1f}", "-", f"{r['floor_server_cpu_s']:.2f}", "-"),
+                f"{r['floor_node_cpu_s'] or 0:.2f}",
+                _ms(r["floor_node_loop_lag_p99_ms"]),
+                f"{r['floor_host_busy_pct']:.0f}",
+            )
     console.print(t)
     for r in rows:
         if r["errors"]:
@@ -253,12 +261,23 @@ def measure(args: Any, chats: list[int], console: Console) -> list[dict[str, Any
         *("--lead-ms", str(args.lead_ms), "--jitter-ms", str(args.jitter_ms)),
     ]
     rows = []
-    with processes(args.server_url, args.db_name, worker_args, args.server_workers) as (
-        base,
-        worker,
-        server_pid,
-    ):
+    with contextlib.ExitStack() as stack:
+        floor_base, floor_proc = (
+            stack.enter_context(floor.running(worker_args)) if args.floor else (None, None)
+        )
+        base, worker, server_pid = stack.enter_context(
+            processes(args.server_url, args.db_name, worker_args, args.server_workers)
+        )
         for k, n in enumerate(chats):
+            floor_row: dict[str, Any] = {}
+            if floor_base is not None and floor_proc is not None:
+                console.print(f"[chat_ui] {n} chat(s) at once, floor")
+                floor_cpu0, host0 = cpu_seconds(floor_proc.pid), host_cpu()
+                lines = run_node(args, floor_base, n)
+                floor_cpu = cpu_seconds(floor_proc.pid) - floor_cpu0
+                floor_row = floor.fields(
+                    summarize(n, args.rounds, lines), floor_cpu, host_busy_pct(host0)
+                )
             console.print(f"[chat_ui] {n} chat(s) at once")
             spies: list[subprocess.Popen[bytes]] = []
             if args.profile is not None and n == max(chats):
@@ -280,7 +299,7 @@ def measure(args: Any, chats: list[int], console: Console) -> list[dict[str, Any
             row["host_busy_pct"] = round(host_busy_pct(host0), 1)
             row["profiled"] = bool(spies)
             row["server_workers"] = args.server_workers
-            rows.append(row)
+            rows.append(row | floor_row)
     return rows
 
 
@@ -296,6 +315,12 @@ def main() -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--profile", type=Path, help="py-spy the worker and server at the largest N")
     p.add_argument("--db-name", default=DB_NAME, help="the fresh database's name")
+    p.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the client against bench/chat_ui_floor.py (no database), before ours",
+    )
     cli.options(p, pieces=20, pace_ms=50.0, lead_ms=500.0, jitter_ms=50.0, spread_ms=1000.0)
     cli.options(p, rounds=3, timeout=300.0)
     args = p.parse_args()
@@ -303,11 +328,11 @@ def main() -> None:
     if not chats or min(chats) < 1 or args.pieces < 1 or args.rounds < 1:
         p.error("--chats, --pieces and --rounds must be at least 1")
     with cli.report_to_stderr(args.json):
-        console = Console(width=max(Console().width, 110))
+        console = Console(width=max(Console().width, 120))
         rows = measure(args, chats, console)
         report(console, rows)
     if args.json:
-        keep = ("rounds", "pieces", "pace_ms", "lead_ms", "jitter_ms", "spread_ms")
+        keep = ("rounds", "pieces", "pace_ms", "lead_ms", "jitter_ms", "spread_ms", "floor")
         cli.print_json(
             {
                 "rows": rows,

@@ -361,8 +361,19 @@ def chat_ui_section(res: dict[str, Any] | None, workers: dict[str, Any] | None =
 
     keys = ("first_token_p50_ms", "first_token_p99_ms", "round_trip_p50_ms", "round_trip_p99_ms",
             "round_trip_post_p50_ms", "round_trip_resume_p50_ms", "round_trip_deliver_p50_ms")  # fmt: skip
-    body = [(str(r["chats"]), str(r.get("server_workers", 1)), *(ms(r[k]) for k in keys),
-             str(r["chats_with_wrong_text"])) for r in rows]  # fmt: skip
+    body: list[tuple[str, ...]] = [
+        (str(r["chats"]), str(r.get("server_workers", 1)), *(ms(r[k]) for k in keys),
+         str(r["chats_with_wrong_text"])) for r in rows
+    ]  # fmt: skip
+    header: tuple[str, ...] = (
+        "chats", "server processes", "first token p50 ms", "p99 ms", "round trip p50 ms", "p99 ms",
+        "tool -> POST", "POST -> piece", "piece -> client", "wrong text",
+    )  # fmt: skip
+    floored = any("floor_first_token_p50_ms" in r for r in rows)
+    if floored:  # results from before the floor have no floor_* keys: "-"
+        header += ("floor: first token p50 / p99", "floor: round trip p50 / p99",
+                   "ours / floor: first token, round trip")  # fmt: skip
+        body = [(*b, *_floor_cells(r)) for b, r in zip(body, rows, strict=True)]
     out += [
         "`bench/chat_ui.py`: a worker whose model stamps each piece as it leaves the adapter,"
         " `dbos-agents serve` (session tokens; one process, then `--workers 2`) and one Node"
@@ -375,13 +386,12 @@ def chat_ui_section(res: dict[str, Any] | None, workers: dict[str, Any] | None =
         f" {a['spread_ms']:g} ms of its phase. First token: the first `text-delta`'s arrival"
         " at the client minus its stamp. Round trip: `onToolCall` -> the answer's first"
         " `text-delta`. Wrong text counts chats whose text is not exactly the stamped pieces"
-        " once each. See docs/bench-notes/chat_ui.md.",
+        " once each. See docs/bench-notes/chat_ui.md."
+        + (" Floor: the same Node client and options, just before ours at each N, against"
+           " `bench/chat_ui_floor.py`, a server with no database that streams the same parts"
+           " (HTTP, SSE and the AI SDK on this host, without us)." if floored else ""),
         "",
-        table(
-            ("chats", "server processes", "first token p50 ms", "p99 ms", "round trip p50 ms",
-             "p99 ms", "tool -> POST", "POST -> piece", "piece -> client", "wrong text"),
-            body,
-        ),
+        table(header, body),
         "",
     ]  # fmt: skip
     n = max(r["chats"] for r in rows)
@@ -404,4 +414,23 @@ def chat_ui_section(res: dict[str, Any] | None, workers: dict[str, Any] | None =
         ]  # fmt: skip
     wrong = sum(r["chats_with_wrong_text"] for r in rows)
     goals.append(("chats with wrong text (every N)", str(wrong), "0", met(wrong == 0)))
+    if floored:
+        wrong = sum(r.get("floor_chats_with_wrong_text", 0) for r in rows)
+        goals.append(("chats with wrong text, floor (every N)", str(wrong), "0", met(wrong == 0)))
     return [*out, table(("figure", "value", "goal", "met"), goals), ""]
+
+
+def _floor_cells(r: dict[str, Any]) -> tuple[str, str, str]:
+    """A chat-UI row's floor columns: first token and round trip p50 / p99, ours / floor."""
+    if "floor_first_token_p50_ms" not in r:
+        return "-", "-", "-"
+
+    def pair(key: str) -> str:
+        p50, p99 = r[f"floor_{key}_p50_ms"], r[f"floor_{key}_p99_ms"]
+        return "-" if p50 is None else f"{p50:.1f} / {p99:.1f}"
+
+    def ratio(key: str) -> str:
+        ours, floor = r[f"{key}_p50_ms"], r[f"floor_{key}_p50_ms"]
+        return "-" if ours is None or not floor else f"{ours / floor:.1f}x"
+
+    return pair("first_token"), pair("round_trip"), f"{ratio('first_token')}, {ratio('round_trip')}"

@@ -1,6 +1,6 @@
 """A small run of ``bench/chat_ui.py`` (worker, ``dbos-agents serve`` and the AI SDK's
-client in Node, three processes): every chat ends with exactly the stamped pieces once
-each, and every figure the report needs is measured. The figures are printed, never
+client in Node, three processes, and its floor): every chat ends with exactly the stamped
+pieces once each, and every figure the report needs is measured. The figures are printed, never
 asserted: tests do not assert on wall-clock time."""
 
 from __future__ import annotations
@@ -54,3 +54,7 @@ def test_a_small_chat_ui_run_shows_every_piece_once_and_measures_each_figure(
             "round_trip_deliver_p50_ms",
         ):
             assert r[key] is not None, key
+            assert r[f"floor_{key}"] is not None, f"floor_{key}"
+        # The floor (the same client against a server with no database) is held to the
+        # same text: a floor that streamed something else would measure something else.
+        assert r["floor_chats_with_wrong_text"] == 0, r["floor_errors"]
