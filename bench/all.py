@@ -224,6 +224,14 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
         ],
         timeout=3600,
     )[-1]
+    streaming_workers = run_json(
+        "8 streaming, two server processes",
+        [
+            *(PY, "bench/streaming.py", "--json", "--server-url", server_url),
+            *("--latency-only", "--no-floors", "--streams", "200", "--server-workers", "2"),
+        ],
+        timeout=3600,
+    )[-1]
     chat_ui = run_json(
         "9 chat UIs",
         [*(PY, "bench/chat_ui.py", "--json", "--server-url", server_url)],
@@ -236,6 +244,7 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
     )[-1]
     return {
         "streaming": streaming,
+        "streaming_workers": streaming_workers,
         "chat_ui": chat_ui,
         "chat_ui_workers": chat_ui_workers,
         "turn_overhead": turn,

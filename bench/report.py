@@ -283,7 +283,7 @@ def report(
         *parking_section(results["parked"]["figures"], results["in_memory"]["figures"]),
         *recovery_section(results["recovery"]),
         *concurrency_section(results.get("concurrency")),
-        *streaming_section(results.get("streaming")),
+        *streaming_section(results.get("streaming"), results.get("streaming_workers")),
         *chat_ui_section(results.get("chat_ui"), results.get("chat_ui_workers")),
         "## What each benchmark is",
         "",
