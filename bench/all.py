@@ -220,7 +220,7 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
         "8 streaming",
         [
             *(PY, "bench/streaming.py", "--json", "--server-url", server_url),
-            *(("--peers",) if peers else ()),
+            *("--latency-rounds", "3", *(("--peers",) if peers else ())),
         ],
         timeout=3600,
     )[-1]
@@ -229,6 +229,7 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
         [
             *(PY, "bench/streaming.py", "--json", "--server-url", server_url),
             *("--latency-only", "--no-floors", "--streams", "200", "--server-workers", "2"),
+            *("--latency-rounds", "3"),
         ],
         timeout=3600,
     )[-1]

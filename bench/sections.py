@@ -269,6 +269,7 @@ def streaming_section(
         {**r, "label": f"dbos-agents, serve --workers {r['server_workers']}"}
         for r in (workers or {}).get("latency", [])
     ]
+    big_rounds = max((r.get("rounds", 1) for r in lat if not r.get("label")), default=1)
     out += [
         "`bench/streaming.py`: a worker whose model stamps each piece as it leaves the adapter"
         " (one piece every 50 ms per reply), `dbos-agents serve` and the readers, in three"
@@ -284,6 +285,12 @@ def streaming_section(
             " The largest N again with two server processes (`dbos-agents serve --workers 2`),"
             " the worker still one."
             if more
+            else ""
+        )
+        + (
+            f" Each N of ours ran {big_rounds} rounds (fresh sessions each), their pieces"
+            " pooled; the goals list each round's p99 too, and CPU is per round."
+            if big_rounds > 1
             else ""
         ),
         "",
@@ -338,14 +345,14 @@ def streaming_section(
     goals = [
         (f"adapter -> reader p50, {big['streams']} streams", f"{big['p50_ms']:.1f} ms",
          "<= 10 ms", met(big["p50_ms"] <= 10)),
-        (f"adapter -> reader p99, {big['streams']} streams", f"{big['p99_ms']:.1f} ms",
-         "<= 50 ms", met(big["p99_ms"] <= 50)),
+        (f"adapter -> reader p99, {big['streams']} streams{_per_round(big)}",
+         f"{big['p99_ms']:.1f} ms", "<= 50 ms", met(big["p99_ms"] <= 50)),
         ("per turn, streaming on / off", f"{turns['on_ms'] / off:.2f}x", "<= 1.2x",
          met(turns["on_ms"] / off <= 1.2)),
     ]  # fmt: skip
     for r in more:
         goals.append((f"adapter -> reader p50 / p99, {r['streams']} streams, {r['server_workers']}"
-                      " server processes", f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms",
+                      f" server processes{_per_round(r)}", f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms",
                       "<= 10 / <= 50 ms", met(r["p50_ms"] <= 10 and r["p99_ms"] <= 50)))  # fmt: skip
     for r in lat:
         if r.get("label", "").startswith("floor: +"):
@@ -355,6 +362,14 @@ def streaming_section(
         goals.append(("per turn, ours / LangGraph, both streaming",
                       f"{turns['on_ms'] / lg['ms_per_turn_median']:.2f}x", "reported", ""))  # fmt: skip
     return [*out, table(("figure", "value", "goal", "met"), goals), ""]
+
+
+def _per_round(r: dict[str, Any]) -> str:
+    """A pooled row's rounds and each round's p99, for the goal's label."""
+    if r.get("rounds", 1) <= 1:
+        return ""
+    each = " / ".join(f"{x:.0f}" for x in r["round_p99_ms"])
+    return f" ({r['rounds']} rounds pooled; p99 per round {each} ms)"
 
 
 GOAL_CHATS = 100
