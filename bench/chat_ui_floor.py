@@ -29,7 +29,6 @@ import random
 import secrets
 import socket
 import sys
-import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -37,13 +36,9 @@ from typing import Any
 import uvicorn
 from _lib import cli
 from _lib.child import Child
-from _lib.tables import rich_table
+from _lib.tables import ratio, rich_table
+from chat_ui_worker import ARGS, ASKER, CALL_ID, STAMP, TOOL, piece
 from rich.console import Console
-
-STAMP, ASKER = "stamp", "asker"
-CALL_ID, TOOL = "call_confirm", "confirm"
-ARGS = '{"question": "go ahead?"}'
-"""The tool call the worker's model makes, as its arguments' text."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -60,11 +55,6 @@ HEADERS = [
 """What our server's UI message streams send (sse-starlette's and ``ai_sdk/stream.py``'s)."""
 TOKEN_HEADER = b"x-dbos-agents-token"
 DONE = b"data: [DONE]\n\n"
-
-
-def piece(i: int) -> str:
-    """Piece ``i``, stamped now: bench/chat_ui_worker.py's ``piece``."""
-    return f"{i}:{time.time():.6f};"
 
 
 def sse(part: dict[str, Any]) -> bytes:
@@ -225,11 +215,6 @@ def fields(summary: dict[str, Any], server_cpu_s: float, host_busy_pct: float) -
     out["floor_server_cpu_s"] = round(server_cpu_s, 2)
     out["floor_host_busy_pct"] = round(host_busy_pct, 1)
     return out
-
-
-def ratio(ours: float | None, floor: float | None) -> str:
-    """ours / floor as ``2.5x``, ``-`` when either is missing."""
-    return "-" if ours is None or not floor else f"{ours / floor:.1f}x"
 
 
 def report(console: Console, rows: list[dict[str, Any]]) -> None:

@@ -27,6 +27,9 @@ from dbos_agents import Agent, AgentRuntime, ModelResponse, Settings, ToolCall
 from dbos_agents.models import Completed, ModelEvent, ModelRequest, TextDelta, ToolCallDelta
 
 STAMP, ASKER = "stamp", "asker"
+CALL_ID, TOOL = "call_confirm", "confirm"
+ARGS = '{"question": "go ahead?"}'
+"""The tool call ``asker``'s first turn makes, its arguments as text."""
 
 
 def piece(i: int) -> str:
@@ -52,9 +55,8 @@ class StampedModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         if request.agent == ASKER and not any(m.role == "assistant" for m in request.messages):
-            args = '{"question": "go ahead?"}'
-            yield ToolCallDelta(index=0, id="call_confirm", name="confirm", arguments=args)
-            tool_call = ToolCall(id="call_confirm", name="confirm", arguments=args)
+            yield ToolCallDelta(index=0, id=CALL_ID, name=TOOL, arguments=ARGS)
+            tool_call = ToolCall(id=CALL_ID, name=TOOL, arguments=ARGS)
             yield Completed(response=ModelResponse(tool_calls=[tool_call], model=self.name))
             return
         if request.agent == STAMP:

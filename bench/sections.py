@@ -11,6 +11,7 @@ from typing import Any
 from _lib.labels import START_ROWS
 from _lib.stats import pct_rounded as pct
 from _lib.tables import md_table as table
+from _lib.tables import ratio
 from concurrency_report import HEADER, goal_rows, table_rows
 
 
@@ -461,8 +462,7 @@ def _floor_cells(r: dict[str, Any]) -> tuple[str, str, str]:
         p50, p99 = r[f"floor_{key}_p50_ms"], r[f"floor_{key}_p99_ms"]
         return "-" if p50 is None else f"{p50:.1f} / {p99:.1f}"
 
-    def ratio(key: str) -> str:
-        ours, floor = r[f"{key}_p50_ms"], r[f"floor_{key}_p50_ms"]
-        return "-" if ours is None or not floor else f"{ours / floor:.1f}x"
+    def of(key: str) -> str:
+        return ratio(r[f"{key}_p50_ms"], r[f"floor_{key}_p50_ms"])
 
-    return pair("first_token"), pair("round_trip"), f"{ratio('first_token')}, {ratio('round_trip')}"
+    return pair("first_token"), pair("round_trip"), f"{of('first_token')}, {of('round_trip')}"

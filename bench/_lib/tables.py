@@ -21,3 +21,8 @@ def md_table(header: Sequence[str], body: Sequence[Sequence[str]], right_from: i
     """A markdown table; columns from ``right_from`` on are right-aligned."""
     align = ["---" if i < right_from else "---:" for i in range(len(header))]
     return "\n".join("| " + " | ".join(r) + " |" for r in [header, align, *body])
+
+
+def ratio(ours: float | None, floor: float | None) -> str:
+    """ours / floor as ``2.5x``, ``-`` when either is missing."""
+    return "-" if ours is None or not floor else f"{ours / floor:.1f}x"
