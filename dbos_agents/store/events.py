@@ -77,8 +77,9 @@ Plan = Generator[list[Stmt], list[list[Any]], LogRead]
 their rows, and returns the read (``read_log`` runs it in a thread, ``read_log_async`` on
 the event loop)."""
 
-_BEGIN: Stmt = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {})
-_COMMIT: Stmt = ("COMMIT", {})
+_SNAPSHOT: Stmt = ("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", {})
+"""A script's implicit transaction, made one snapshot (the statements after it see the
+same rows)."""
 
 
 def read_log(
@@ -110,17 +111,21 @@ async def read_log_async(
     system_schema: str = "dbos",
 ) -> LogRead:
     """``log_plan`` on an autocommit connection of the caller's event loop, with no thread
-    and no pool ping: ``BEGIN`` rides in the first round trip, ``COMMIT`` in the last one
-    when there is a second."""
+    and no pool ping. Its first round (the status, the messages, the deltas) is one script
+    in one snapshot (``_SNAPSHOT``): one round trip, and none of a pipeline's
+    per-statement work on the loop, which is what most of a live stream's reads are (a
+    run's user message, a reply, a run's end). The waits and state versions of the calls
+    it names, when it names any, are read right after (pipelined, their plans prepared):
+    a wait answered in between is not shown, as for a reader that came a moment later;
+    its result is in the reader's next read."""
     plan = log_plan(session_id, after, limit, system_schema)
-    rows = (await pg.fetch_all(driver, [_BEGIN, *next(plan)]))[1:]
+    rows = (await pg.script_rows(driver, [_SNAPSHOT, *next(plan)]))[1:]
     try:
         more = plan.send(rows)
     except StopIteration as done:
-        await pg.fetch(driver, _COMMIT)
         first: LogRead = done.value
         return first
-    rows = (await pg.fetch_all(driver, [*more, _COMMIT]))[:-1]
+    rows = await pg.fetch_all(driver, more)
     try:
         plan.send(rows)
     except StopIteration as done:
@@ -132,8 +137,9 @@ async def read_log_async(
 def log_plan(session_id: str, after: Cursor, limit: int, system_schema: str) -> Plan:
     """The status, the messages after ``after.seq``, the deltas after ``after.delta`` and
     the open waits of those messages' calls (and of the durable tools' asks and the
-    sub-agents' waits those deltas announce), in one REPEATABLE READ transaction: a
-    message and the deltas before it come from the same snapshot, never half of them."""
+    sub-agents' waits those deltas announce). The first round is one snapshot: a message
+    and the deltas before it, never half of them. ``read_log`` reads the second in the
+    same transaction; ``read_log_async`` right after it."""
     status_rows, message_rows, delta_rows = yield [
         (_STATUS, {"s": session_id}),
         transcript.entries_stmt(session_id, after.seq, limit),

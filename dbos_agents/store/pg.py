@@ -205,6 +205,23 @@ async def script(engine: AsyncEngine, stmts: Sequence[Stmt]) -> None:
             await cur.close()
 
 
+async def script_rows(pg: Driver, stmts: Sequence[Stmt]) -> list[list[Any]]:
+    """``script`` on the caller's connection, for reads: one round trip, and the rows of
+    each statement (none for one that returns none). Without a ``BEGIN`` the statements
+    share one implicit transaction, committed when the last one returns."""
+    cur = psycopg.AsyncClientCursor(pg, row_factory=namedtuple_row)
+    try:
+        await cur.execute(
+            ";\n".join(cur.mogrify(psycopg_sql(sql), params) for sql, params in stmts)
+        )
+        out = [await cur.fetchall() if _returns_rows(cur) else []]
+        while cur.nextset():
+            out.append(await cur.fetchall() if _returns_rows(cur) else [])
+        return out
+    finally:
+        await cur.close()
+
+
 class Batch:
     """Statements queued on a pipeline: sent without waiting, run in order (each sees the
     ones before), their results read when first asked for (which waits once for all sent)."""

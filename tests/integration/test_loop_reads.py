@@ -199,3 +199,41 @@ async def test_on_loop_runs_a_read_of_ones_own_on_the_kept_connections(
         assert [r.x for r in rows] == [7]
         with pytest.raises(psycopg.errors.UndefinedTable):  # not an outage: raised as it is
             await fresh.on_loop(lambda d: pg.fetch(d, ("SELECT * FROM no_such_table", {})))
+
+
+async def test_a_script_of_reads_gives_each_statements_rows_in_one_snapshot(
+    reads: LoopReads,
+) -> None:
+    """``pg.script_rows``, what a live stream's full read sends: one round trip, one result
+    per statement (none for one that returns none), one snapshot after ``SET
+    TRANSACTION``, and a failing statement leaves the connection as it found it."""
+
+    async def script(conn: pg.Driver) -> list[list[object]]:
+        return await pg.script_rows(
+            conn,
+            [
+                ("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", {}),
+                ("SELECT :s::text AS s, :n::int AS n", {"s": "it's 100% text", "n": 3}),
+                ("SELECT g FROM generate_series(1, :n) AS g WHERE false", {"n": 2}),
+                ("SELECT current_setting('transaction_isolation') AS iso", {}),
+                ("SELECT txid_current() AS a", {}),
+                ("SELECT txid_current() AS b", {}),
+            ],
+        )
+
+    rows = await reads.run(script)
+    assert [[tuple(r) for r in rs] for rs in rows[:4]] == [
+        [],
+        [("it's 100% text", 3)],
+        [],
+        [("repeatable read",)],
+    ]
+    assert rows[4][0].a == rows[5][0].b, "the statements ran in more than one transaction"
+
+    async def failing(conn: pg.Driver) -> bool:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            await pg.script_rows(conn, [("SELECT 1", {}), ("SELECT 1 / 0", {})])
+        return pg.usable(conn)
+
+    assert await reads.run(failing), "a failed script left its connection in a transaction"
+    assert reads.connects == 1
