@@ -25,15 +25,14 @@ from _lib.labels import (
 )
 from _lib.stats import pct
 from _lib.tables import md_table as table
+from live_sections import chat_ui_section, streaming_section
 from machine import pkg_version
 from sections import (
-    chat_ui_section,
     concurrency_section,
     parked_section,
     parking_section,
     recovery_section,
     start_section,
-    streaming_section,
 )
 from turns import TurnRow, floor_of, plot_submit, plot_turns, ratio, turn_rows
 
