@@ -199,8 +199,7 @@ async def script(engine: AsyncEngine, stmts: Sequence[Stmt]) -> None:
     async with driver(engine) as pg:
         cur = psycopg.AsyncClientCursor(pg)
         try:
-            text = ";\n".join(cur.mogrify(psycopg_sql(sql), params) for sql, params in stmts)
-            await cur.execute(text)
+            await cur.execute(_joined(cur, stmts))
         finally:
             await cur.close()
 
@@ -211,15 +210,18 @@ async def script_rows(pg: Driver, stmts: Sequence[Stmt]) -> list[list[Any]]:
     share one implicit transaction, committed when the last one returns."""
     cur = psycopg.AsyncClientCursor(pg, row_factory=namedtuple_row)
     try:
-        await cur.execute(
-            ";\n".join(cur.mogrify(psycopg_sql(sql), params) for sql, params in stmts)
-        )
+        await cur.execute(_joined(cur, stmts))
         out = [await cur.fetchall() if _returns_rows(cur) else []]
         while cur.nextset():
             out.append(await cur.fetchall() if _returns_rows(cur) else [])
         return out
     finally:
         await cur.close()
+
+
+def _joined(cur: psycopg.AsyncClientCursor[Any], stmts: Sequence[Stmt]) -> str:
+    """The statements bound on the client and joined into one multi-statement query."""
+    return ";\n".join(cur.mogrify(psycopg_sql(sql), params) for sql, params in stmts)
 
 
 class Batch:
