@@ -38,7 +38,7 @@ from contextlib import aclosing
 from sse_starlette import ServerSentEvent
 
 from ..client import AsyncAgentClient
-from ..events import Cursor, PendingEvent, SessionEvent, StateEvent, StatusEvent
+from ..events import Cursor, DeltaEvent, PendingEvent, SessionEvent, StateEvent, StatusEvent
 from .follow import Limits, Stop
 from .follow import follow as follow_log
 
@@ -54,13 +54,21 @@ def sse(event: str, data: str | None = None, event_id: str | None = None) -> Ser
 
 
 def encode(e: SessionEvent) -> ServerSentEvent:
-    """One event on the wire: its cursor is the ``id``, not part of the data."""
+    """One event on the wire: its cursor is the ``id``, not part of the data (nor a
+    delta's ``tool_call`` when it is a piece of text)."""
     if isinstance(e, StatusEvent | PendingEvent | StateEvent):
         return sse(e.event, e.model_dump_json())
-    data = e.model_dump(mode="json", exclude={"cursor"})
-    if data.get("tool_call", 0) is None:
-        del data["tool_call"]
-    return sse(e.event, json.dumps(data, separators=(",", ":")), e.cursor)
+    text = isinstance(e, DeltaEvent) and e.tool_call is None
+    return sse(e.event, e.model_dump_json(exclude=_TEXT_PIECE if text else _CURSOR), e.cursor)
+
+
+_CURSOR = {"cursor"}
+_TEXT_PIECE = {"cursor", "tool_call"}
+
+
+def chunk(events: list[SessionEvent]) -> bytes:
+    """A read's events as one piece of the body: one send, however many events."""
+    return b"".join(encode(e).encode() for e in events)
 
 
 async def stream_events(
@@ -70,11 +78,12 @@ async def stream_events(
     *,
     follow: bool,
     limits: Limits,
-) -> AsyncIterator[ServerSentEvent]:
-    """The SSE body (see the module doc). A stream a token let in (``limits`` carry its
-    expiry and generation) sends an ``expired`` event and closes when the token expires or
-    is revoked; past ``max_duration``, or when the database stops answering, it closes."""
-    yield ServerSentEvent(retry=RETRY_MS, sep=SEP)
+) -> AsyncIterator[bytes]:
+    """The SSE body (see the module doc), one chunk per read. A stream a token let in
+    (``limits`` carry its expiry and generation) sends an ``expired`` event and closes when
+    the token expires or is revoked; past ``max_duration``, or when the database stops
+    answering, it closes."""
+    yield ServerSentEvent(retry=RETRY_MS, sep=SEP).encode()
     async with aclosing(
         follow_log(client, session_id, after, limits, keep_following=follow)
     ) as log_:
@@ -82,10 +91,10 @@ async def stream_events(
             if isinstance(item, Stop):
                 reason = _EXPIRED.get(item.code)
                 if reason is not None:
-                    yield sse("expired", json.dumps({"reason": reason}))
+                    yield sse("expired", json.dumps({"reason": reason})).encode()
                 return
-            for e in item.events:
-                yield encode(e)
+            if item.events:
+                yield chunk(item.events)
 
 
 _EXPIRED = {

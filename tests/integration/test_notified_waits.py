@@ -94,9 +94,9 @@ async def test_the_event_stream_is_woken_not_polled(
 
     async def read_until_status() -> None:
         async for event in stream:
-            chunk = event.encode().decode()
+            chunk = event.decode()
             seen.append(chunk)
-            if chunk.startswith("event: status"):
+            if "event: status" in chunk:
                 return
 
     reading = asyncio.ensure_future(read_until_status())
@@ -127,3 +127,21 @@ async def test_follow_is_woken_not_polled(
     await asyncio.to_thread(follower.join, BOUND)
     assert not follower.is_alive(), "follow was not woken by the turn"
     assert ended == ["completed"]
+
+
+async def test_the_event_stream_sends_each_read_as_one_chunk(
+    runtime: AgentRuntime, aclient: AsyncAgentClient
+) -> None:
+    """One send per read, however many events it holds (a stream behind on a busy server
+    catches up in fewer writes), each event framed as it always was."""
+    sid = await aclient.start("asker", "ship it?")
+    await aclient.submit_tool_result(sid, await _pending_id(aclient, sid), result={"ok": True})
+    await aclient.wait(sid, timeout=BOUND)
+    stream = stream_events(aclient, sid, Cursor(), follow=False, limits=Limits(NEVER, NEVER))
+    sent = [piece async for piece in stream]
+    assert sent[0] == b"retry: 1000\n\n"
+    (body,) = sent[1:]
+    frames = body.decode().split("\n\n")[:-1]
+    heads = [f.splitlines()[0].split(":")[0] for f in frames]
+    assert heads == ["id"] * (len(frames) - 1) + ["event"] and len(frames) >= 4, frames
+    assert '"status":"completed"' in frames[-1] and '"role":"tool"' in body.decode()

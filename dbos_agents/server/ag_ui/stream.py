@@ -42,17 +42,17 @@ async def run_stream(
     opening: list[BaseEvent],
     limits: Limits,
 ) -> AsyncIterator[bytes]:
-    """``opening`` (``RUN_STARTED`` and what precedes the log), then the log mapped."""
-    for chunk in encode(opening):
-        yield chunk
+    """``opening`` (``RUN_STARTED`` and what precedes the log), then the log mapped: a
+    chunk per read (one send, however many events)."""
+    yield b"".join(encode(opening))
     async with aclosing(follow(client, session_id, start, limits)) as log_:
         async for item in log_:
             if isinstance(item, Stop):
                 again = "" if item.code == "TOKEN_REVOKED" else RERUN
-                for chunk in encode(mapper.error(item.message + again, item.code)):
-                    yield chunk
+                yield b"".join(encode(mapper.error(item.message + again, item.code)))
                 return
-            for chunk in encode(mapper.feed(item.events)):
-                yield chunk
+            read = encode(mapper.feed(item.events))
+            if read:
+                yield b"".join(read)
             if mapper.finished:
                 return

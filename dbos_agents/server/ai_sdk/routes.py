@@ -96,11 +96,11 @@ def _respond(
     mid = message_id(chat.chat_id, run_seq)
     parts = RunParts(run_seq, mid)
 
-    async def body() -> AsyncIterator[Part]:
-        for p in head:
-            yield p
-        async for p in run_parts(ctx.agent_client(), chat.session_id, parts, after, limits):
-            yield p
+    async def body() -> AsyncIterator[list[Part]]:
+        if head:
+            yield head
+        async for read in run_parts(ctx.agent_client(), chat.session_id, parts, after, limits):
+            yield read
 
     return respond(ctx.settings, Start(message_id=mid), body(), headers)
 

@@ -38,16 +38,18 @@ async def run_parts(
     parts: RunParts,
     after: Cursor,
     limits: Limits,
-) -> AsyncIterator[Part]:
-    """The run's parts after ``after`` until ``parts.done`` (see the module doc)."""
+) -> AsyncIterator[list[Part]]:
+    """The run's parts after ``after`` until ``parts.done`` (see the module doc), a list
+    per read (sent as one chunk)."""
     async with aclosing(follow(client, session_id, after, limits)) as log_:
         async for item in log_:
             if isinstance(item, Stop):
                 if item.code != "STREAM_TIMEOUT":
-                    yield ErrorPart(error_text=_STOPPED[item.code])
+                    yield [ErrorPart(error_text=_STOPPED[item.code])]
                 return
-            for p in parts.feed(item.events, item.status):
-                yield p
+            read = parts.feed(item.events, item.status)
+            if read:
+                yield read
             if parts.done:
                 return
 
@@ -59,20 +61,24 @@ _STOPPED = {
 }
 
 
-async def _wire(start: Start, body: AsyncIterator[Part]) -> AsyncIterator[ServerSentEvent]:
-    yield ServerSentEvent(start.wire(), sep=SEP)
-    async for p in body:
-        yield ServerSentEvent(p.wire(), sep=SEP)
-    yield ServerSentEvent("[DONE]", sep=SEP)
+def _frame(data: str) -> bytes:
+    return ServerSentEvent(data, sep=SEP).encode()
+
+
+async def _wire(start: Start, body: AsyncIterator[list[Part]]) -> AsyncIterator[bytes]:
+    yield _frame(start.wire())
+    async for read in body:
+        yield b"".join(_frame(p.wire()) for p in read)
+    yield _frame("[DONE]")
 
 
 def respond(
     settings: ServerSettings,
     start: Start,
-    body: AsyncIterator[Part],
+    body: AsyncIterator[list[Part]],
     headers: dict[str, str] | None = None,
 ) -> EventSourceResponse:
-    """The SSE response: ``start``, the body's parts, ``[DONE]``."""
+    """The SSE response: ``start``, the body's parts (a chunk per list), ``[DONE]``."""
     return EventSourceResponse(
         _wire(start, body),
         headers={**HEADERS, **(headers or {})},
@@ -82,6 +88,5 @@ def respond(
     )
 
 
-async def parts_of(*parts: Part) -> AsyncIterator[Part]:
-    for p in parts:
-        yield p
+async def parts_of(*parts: Part) -> AsyncIterator[list[Part]]:
+    yield list(parts)

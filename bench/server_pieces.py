@@ -1,0 +1,215 @@
+"""The HTTP server's CPU per piece it streams: one or more builds of ``dbos-agents serve``
+on one database, rounds alternated between them, no worker: a writer appends delta rows
+and announces them as the worker's batches do (``deltas.insert_announced_stmt``), and
+``--streams`` SSE readers follow ``GET /sessions/{id}/events`` until they have every piece.
+
+What it isolates: the server's share of a live stream (the feed's hand-over, the follow
+loop, the encoding, the sends), without a worker or a model on the same cores. The figure
+is the server process's CPU (user + system, from /proc) per piece per stream, the median
+over rounds; its stream opening (one full read each) is in it, spread over the pieces.
+``--rows`` is how many pieces a session's notification carries (1: a worker that keeps
+up; more: batches of a busy worker, or a slow model's pieces piling up between flushes).
+
+    python bench/server_pieces.py --server-url URL [--streams 100] [--pieces 60]
+        [--rows 1,4] [--rounds 4] [--build DIR --build DIR]
+
+``--build`` (repeatable) names a checkout to serve from (``PYTHONPATH`` and working
+directory), to compare builds in one run: the first is the baseline of the ratio column.
+Default: this checkout alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+from _lib import cli
+from _lib.procfs import raise_nofile
+from _lib.sse_reader import follow
+
+from dbos_agents.store import announce, deltas
+from dbos_agents.store.deltas import Delta
+from dbos_agents.testing import create_fresh_database, drop_database
+from dbos_agents.testing.cluster import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(pid: int) -> tuple[float, float]:
+    """The process's user + system and system CPU seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    user, system = int(fields[11]), int(fields[12])
+    return (user + system) / TICK, system / TICK
+
+
+def _serve(build: Path, url: str, port: int) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "dbos_agents.cli", "serve", "--allow-unauthenticated"]
+    return subprocess.Popen(
+        [*cmd, "--port", str(port), "--database-url", url],
+        cwd=build,
+        env={**os.environ, "PYTHONPATH": str(build), "DBOS_AGENTS_DATABASE_URL": url},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _ready(base: str) -> None:
+    for _ in range(600):
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{base} did not come up")
+
+
+def _write(engine: sa.Engine, sql: str, params: Mapping[str, Any]) -> None:
+    with engine.begin() as conn:
+        conn.execute(sa.text(sql), params)
+
+
+async def _round(
+    engine: sa.Engine, port: int, streams: int, pieces: int, rows: int, pace: float
+) -> int:
+    """One round: new sessions, their readers, the writer's batches; the readers that
+    got every piece."""
+    sids = [f"ses_bench_{uuid.uuid4().hex[:12]}" for _ in range(streams)]
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO dbos_agents.sessions (id, root_session_id, agent, status,"
+                " run_seq, workflow_id) VALUES (:s, :s, 'bench', 'running', 1, :s)"
+            ),
+            [{"s": s} for s in sids],
+        )
+    want = pieces * rows
+    done = 0
+
+    async def read(sid: str) -> None:
+        nonlocal done
+        seen = 0
+
+        def on_event(kind: str, _data: bytes, _now: float) -> bool:
+            nonlocal seen
+            seen += kind == "delta"
+            return seen == want
+
+        await follow("127.0.0.1", port, f"/sessions/{sid}/events", {}, on_event)
+        done += seen == want
+
+    readers = [asyncio.create_task(read(s)) for s in sids]
+    await asyncio.sleep(1.0 + streams / 100)  # every stream open and waiting
+    for k in range(pieces):
+        batch = {
+            s: [Delta(1, 1, 0, k * rows + j, "text", "8 chars.") for j in range(rows)] for s in sids
+        }
+        sql, params = deltas.insert_announced_stmt(batch, announce.CHANNEL, announce.DELTAS, sids)
+        await asyncio.to_thread(_write, engine, sql, params)
+        await asyncio.sleep(pace)
+    await asyncio.wait_for(asyncio.gather(*readers), 300)
+    return done
+
+
+def run(
+    server_url: str, builds: list[Path], streams: int, pieces: int, rows: list[int], rounds: int,
+    pace_ms: float,
+) -> list[dict[str, Any]]:  # fmt: skip
+    name = "dbos_agents_bench_server_pieces"
+    url = create_fresh_database(server_url, name)
+    subprocess.run(
+        [sys.executable, "-m", "dbos_agents.cli", "migrate", "--database-url", url],
+        check=True,
+        capture_output=True,
+    )
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    ports = [free_port() for _ in builds]
+    servers = [_serve(b, url, p) for b, p in zip(builds, ports, strict=True)]
+    out: list[dict[str, Any]] = []
+    try:
+        for p in ports:
+            _ready(f"http://127.0.0.1:{p}")
+        for r in rows:
+            per: list[list[tuple[float, float]]] = [[] for _ in builds]
+            complete = [0 for _ in builds]
+            for i in range(rounds):
+                order = list(range(len(builds)))
+                for b in order if i % 2 == 0 else order[::-1]:
+                    (c0, s0) = _cpu(servers[b].pid)
+                    complete[b] += asyncio.run(
+                        _round(engine, ports[b], streams, pieces, r, pace_ms / 1000)
+                    )
+                    (c1, s1) = _cpu(servers[b].pid)
+                    n = streams * pieces * r
+                    per[b].append(((c1 - c0) / n * 1e6, (s1 - s0) / n * 1e6))
+            for b, build in enumerate(builds):
+                out.append(
+                    {
+                        "build": str(build),
+                        "rows_per_notification": r,
+                        "us_per_piece": round(statistics.median(x for x, _ in per[b]), 1),
+                        "system_us_per_piece": round(statistics.median(y for _, y in per[b]), 1),
+                        "rounds_us": [round(x, 1) for x, _ in per[b]],
+                        "streams_complete": f"{complete[b]}/{streams * rounds}",
+                    }
+                )
+        return out
+    finally:
+        for s in servers:
+            s.terminate()
+        for s in servers:
+            s.wait(30)
+        engine.dispose()
+        drop_database(server_url, name)
+
+
+def _print(rows: list[dict[str, Any]], streams: int, pieces: int) -> None:
+    print(f"\nServer CPU per piece per stream ({streams} streams, {pieces} notifications each)")
+    print(
+        "| build | rows / notification | us per piece | of it system | x first | rounds (us) | streams complete |"
+    )
+    print("|---|---:|---:|---:|---:|---|---:|")
+    base: dict[int, float] = {}
+    for row in rows:
+        first = base.setdefault(row["rows_per_notification"], row["us_per_piece"])
+        print(
+            f"| {row['build']} | {row['rows_per_notification']} | {row['us_per_piece']}"
+            f" | {row['system_us_per_piece']} | {row['us_per_piece'] / first:.2f}x"
+            f" | {', '.join(map(str, row['rounds_us']))} | {row['streams_complete']} |"
+        )  # fmt: skip
+
+
+def main() -> None:
+    p = cli.parser(__doc__)
+    p.add_argument("--server-url", required=True)
+    p.add_argument("--build", action="append", type=Path, help="a checkout to serve from")
+    p.add_argument("--rows", default="1", help="rows per notification, comma-separated")
+    p.add_argument("--json", action="store_true")
+    cli.options(p, streams=100, pieces=60, rounds=4, pace_ms=20.0)
+    args = p.parse_args()
+    raise_nofile()
+    builds = [b.resolve() for b in args.build] if args.build else [ROOT]
+    rows = [int(x) for x in args.rows.split(",")]
+    with cli.report_to_stderr(args.json):
+        out = run(
+            args.server_url, builds, args.streams, args.pieces, rows, args.rounds, args.pace_ms
+        )
+        _print(out, args.streams, args.pieces)
+    if args.json:
+        cli.print_json(out)
+
+
+if __name__ == "__main__":
+    main()
