@@ -172,11 +172,7 @@ class LiveWatch:
         seconds passed)."""
         rows = self._sub.take(cursor.delta)
         if not rows and not self.watch.fired():
-            await asyncio.wait(
-                {self.watch.note, self._sub.ready},
-                timeout=timeout,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            await _either(self.watch.note, self._sub.ready, timeout)
             rows = self._sub.take(cursor.delta)
         if self.watch.fired():
             self.watch.rearm()
@@ -194,3 +190,29 @@ class LiveWatch:
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
+
+
+async def _either(
+    a: asyncio.Future[None],
+    b: asyncio.Future[None],
+    timeout: float,  # noqa: ASYNC109 -- a bounded wait is the point
+) -> None:
+    """Until ``a`` or ``b`` is done or ``timeout`` seconds pass: ``asyncio.wait``'s
+    ``FIRST_COMPLETED`` without the sets and callbacks it makes for any number of
+    awaitables (a stream waits once per piece it shows)."""
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    a.add_done_callback(wake)
+    b.add_done_callback(wake)
+    timer = loop.call_later(timeout, wake)
+    try:
+        await woken
+    finally:
+        timer.cancel()
+        a.remove_done_callback(wake)
+        b.remove_done_callback(wake)
