@@ -39,17 +39,16 @@ import secrets
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import chat_ui_floor as floor
-import httpx
 from _lib import cli, pyspy
 from _lib.child import Child
 from _lib.db import LOCAL_SERVER
 from _lib.procfs import backend_cpu_seconds, cpu_seconds, host_busy_pct, host_cpu, tree_cpu_seconds
+from _lib.serve import wait_healthy
 from _lib.stats import pct
 from _lib.tables import rich_table
 from rich.console import Console
@@ -98,14 +97,7 @@ def processes(
     base = f"http://127.0.0.1:{port}"
     try:
         worker.expect("READY", 120)
-        for _ in range(600):
-            if server.poll() is not None:
-                raise RuntimeError(f"dbos-agents serve exited {server.returncode}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_healthy(base, server)
         yield base, worker, server.pid
     finally:
         server.terminate()

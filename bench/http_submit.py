@@ -43,6 +43,7 @@ from _lib import cli
 from _lib.asker import AGENT, confirm, respond
 from _lib.db import database_url, scalar
 from _lib.procfs import cpu_seconds
+from _lib.serve import wait_healthy
 from _lib.stats import pct
 from _lib.tables import rich_table
 from _lib.timing import wait_until
@@ -163,20 +164,6 @@ def start_server(url: str, port: int, log_path: Path) -> subprocess.Popen[bytes]
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-
-
-def wait_healthy(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited: {log_path.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError("the server did not become healthy")
 
 
 def busy_sessions(engine: sa.Engine) -> int:
@@ -310,7 +297,7 @@ def main() -> None:
         worker = harness.start_worker()
         server = start_server(url, port, logs / "server.log")
         try:
-            wait_healthy(base, server, logs / "server.log")
+            wait_healthy(base, server, log=logs / "server.log")
             bench = Bench(
                 base,
                 harness.client,

@@ -25,20 +25,18 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import httpx
 import sqlalchemy as sa
 from _lib import cli
+from _lib.internals import announced_pieces
 from _lib.procfs import raise_nofile
+from _lib.serve import wait_healthy
 from _lib.sse_reader import follow
 
-from dbos_agents.store import announce, deltas
-from dbos_agents.store.deltas import Delta
 from dbos_agents.testing import create_fresh_database, drop_database
 from dbos_agents.testing.cluster import free_port
 
@@ -63,17 +61,6 @@ def _serve(build: Path, url: str, port: int) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-
-
-def _ready(base: str) -> None:
-    for _ in range(600):
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{base} did not come up")
 
 
 def _write(engine: sa.Engine, sql: str, params: Mapping[str, Any]) -> None:
@@ -113,10 +100,7 @@ async def _round(
     readers = [asyncio.create_task(read(s)) for s in sids]
     await asyncio.sleep(1.0 + streams / 100)  # every stream open and waiting
     for k in range(pieces):
-        batch = {
-            s: [Delta(1, 1, 0, k * rows + j, "text", "8 chars.") for j in range(rows)] for s in sids
-        }
-        sql, params = deltas.insert_announced_stmt(batch, announce.CHANNEL, announce.DELTAS, sids)
+        sql, params = announced_pieces(sids, k * rows, rows, "8 chars.")
         await asyncio.to_thread(_write, engine, sql, params)
         await asyncio.sleep(pace)
     await asyncio.wait_for(asyncio.gather(*readers), 300)
@@ -139,8 +123,8 @@ def run(
     servers = [_serve(b, url, p) for b, p in zip(builds, ports, strict=True)]
     out: list[dict[str, Any]] = []
     try:
-        for p in ports:
-            _ready(f"http://127.0.0.1:{p}")
+        for p, server in zip(ports, servers, strict=True):
+            wait_healthy(f"http://127.0.0.1:{p}", server)
         for r in rows:
             per: list[list[tuple[float, float]]] = [[] for _ in builds]
             complete = [0 for _ in builds]

@@ -38,6 +38,7 @@ from _lib import cli, pyspy, sse_reader
 from _lib.child import Child
 from _lib.db import LOCAL_SERVER
 from _lib.procfs import backend_cpu_seconds, cpu_seconds, host_busy_pct, host_cpu, tree_cpu_seconds
+from _lib.serve import wait_healthy
 from _lib.stats import pct
 from rich.console import Console
 
@@ -170,12 +171,7 @@ def latency(
     base = f"http://127.0.0.1:{port}"
     try:
         worker.expect("READY", 120)
-        for _ in range(600):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_healthy(base, server)
         rows = []
         for n in streams:
             spies = []

@@ -193,3 +193,22 @@ def install_dbos_hooks() -> None:
         fn = getattr(sys_db, meth, None)
         if fn is not None:
             setattr(sys_db, meth, _wrap(fn, meth))
+
+
+# ---------------------------------------------------------------------------- server_pieces.py
+
+
+def announced_pieces(
+    sessions: list[str], first_part: int, rows: int, text: str
+) -> tuple[str, dict[str, Any]]:
+    """The worker's batch as it writes it (``deltas.insert_announced_stmt``): ``rows``
+    text pieces for each session's run 1, turn 1 from part ``first_part``, inserted and
+    announced with the rows in each notification; SQL with ``:name`` parameters."""
+    from dbos_agents.store import announce, deltas
+
+    batch = {
+        s: [deltas.Delta(1, 1, 0, first_part + j, "text", text) for j in range(rows)]
+        for s in sessions
+    }
+    sql, params = deltas.insert_announced_stmt(batch, announce.CHANNEL, announce.DELTAS, sessions)
+    return sql, dict(params)
