@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dbos_agents import AgentClient, PendingCall
-from dbos_agents.testing import CrashHarness
+from dbos_agents.testing import CrashHarness, WorkerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 REPO = Path(__file__).resolve().parents[2]
@@ -44,6 +44,16 @@ def _pending(client: AgentClient, sid: str, timeout: float = 60) -> PendingCall:
             return rows[0]
         time.sleep(0.05)
     raise TimeoutError(f"no pending call for {sid}")
+
+
+def _ready_at(worker: WorkerProcess, timeout: float = 120) -> datetime:
+    """When the worker's ready line (printed once it has launched) was first seen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if "dbos-agents worker ready" in worker.log():
+            return datetime.now(UTC)
+        time.sleep(0.05)
+    raise TimeoutError(f"the worker did not launch:\n{worker.log()[-2000:]}")
 
 
 def test_submit_while_worker_is_down_is_delivered_after_restart(harness: CrashHarness) -> None:
@@ -86,16 +96,20 @@ def test_sigkill_during_a_wait_keeps_the_original_deadline(harness: CrashHarness
     assert restarted_at < p.deadline, "the worker must come back before the deadline"
     worker = harness.start_worker()
     try:
+        up_at = _ready_at(worker)
         info = client.wait(sid, timeout=60)
     finally:
         worker.stop()
     (tomb,) = client.pending(session_id=sid, include_resolved=True)
     assert tomb.status == "timed_out" and tomb.resolved_at is not None
     assert tomb.deadline == p.deadline  # the deadline row was never re-registered
-    # Order of events: registered < deadline <= timed out < restart + a fresh full timeout.
-    # A wait re-armed with a fresh timeout would time out only after restart + TIMEOUT.
+    # Order of events: registered < deadline <= timed out < launch + a fresh full timeout.
+    # A wait re-armed with a fresh timeout by the recovery (which replays it once the new
+    # worker has launched, however long its start took on a busy host) would time out a
+    # whole TIMEOUT after that; a second's slack covers a replay that began just before the
+    # ready line was read.
     assert p.created_at < tomb.deadline <= tomb.resolved_at
-    assert tomb.resolved_at < restarted_at + TIMEOUT
+    assert tomb.resolved_at < up_at + TIMEOUT - timedelta(seconds=1)
     (r,) = [json.loads(m.content or "") for m in client.history(sid) if m.role == "tool"]
     assert r["error"]["kind"] == "client_tool_timeout"
     assert info.status == "completed"
