@@ -37,6 +37,9 @@ from ..store import runs
 from ..store.schema import SCHEMA as S
 from .witness import ENV_VAR as WITNESS_ENV
 
+READY = "dbos-agents worker ready"
+"""The line a worker prints once it has launched (``dbos_agents.worker.process``)."""
+
 
 class WorkerProcess:
     """A ``dbos-agents`` worker running in a subprocess."""
@@ -75,6 +78,27 @@ class WorkerProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    @property
+    def ready(self) -> bool:
+        """Launched: it printed its ready line (its recovery has begun, its signal
+        handlers are installed)."""
+        return READY in self.log()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Until the worker has launched; it exiting first, or ``timeout`` seconds, raise
+        with its log's tail (a start can take seconds on a busy host)."""
+        deadline = time.monotonic() + timeout
+        while not self.ready:
+            if self.popen.poll() is not None:
+                raise RuntimeError(
+                    f"worker {self.pid} exited {self.popen.returncode}: {self.log()[-2000:]}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"worker {self.pid} not ready after {timeout}s: {self.log()[-2000:]}"
+                )
+            time.sleep(0.05)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dbos_agents import AgentClient, PendingCall
-from dbos_agents.testing import CrashHarness, WorkerProcess
+from dbos_agents.testing import CrashHarness
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 REPO = Path(__file__).resolve().parents[2]
@@ -44,16 +44,6 @@ def _pending(client: AgentClient, sid: str, timeout: float = 60) -> PendingCall:
             return rows[0]
         time.sleep(0.05)
     raise TimeoutError(f"no pending call for {sid}")
-
-
-def _ready_at(worker: WorkerProcess, timeout: float = 120) -> datetime:
-    """When the worker's ready line (printed once it has launched) was first seen."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if "dbos-agents worker ready" in worker.log():
-            return datetime.now(UTC)
-        time.sleep(0.05)
-    raise TimeoutError(f"the worker did not launch:\n{worker.log()[-2000:]}")
 
 
 def test_submit_while_worker_is_down_is_delivered_after_restart(harness: CrashHarness) -> None:
@@ -96,7 +86,8 @@ def test_sigkill_during_a_wait_keeps_the_original_deadline(harness: CrashHarness
     assert restarted_at < p.deadline, "the worker must come back before the deadline"
     worker = harness.start_worker()
     try:
-        up_at = _ready_at(worker)
+        worker.wait_ready()
+        up_at = datetime.now(UTC)
         info = client.wait(sid, timeout=60)
     finally:
         worker.stop()

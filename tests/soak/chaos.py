@@ -264,7 +264,7 @@ class Fleet:
     def ready(self, wid: str) -> bool:
         """Started and serving (its signal handlers are installed)."""
         p = self.procs[wid]
-        return p is not None and "dbos-agents worker ready" in p.log()
+        return p is not None and p.ready
 
     def sigterm_random(self) -> bool:
         """SIGTERM a live worker, as a deploy would (mostly one that serves, sometimes one
