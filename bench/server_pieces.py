@@ -33,7 +33,7 @@ from typing import Any
 import sqlalchemy as sa
 from _lib import cli
 from _lib.internals import announced_pieces
-from _lib.procfs import raise_nofile
+from _lib.procfs import raise_nofile, stat_user_system_seconds
 from _lib.serve import wait_healthy
 from _lib.sse_reader import follow
 
@@ -41,15 +41,12 @@ from dbos_agents.testing import create_fresh_database, drop_database
 from dbos_agents.testing.cluster import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu(pid: int) -> tuple[float, float]:
     """The process's user + system and system CPU seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    user, system = int(fields[11]), int(fields[12])
-    return (user + system) / TICK, system / TICK
+    user, system = stat_user_system_seconds(f"/proc/{pid}/stat")
+    return user + system, system
 
 
 def _serve(build: Path, url: str, port: int) -> subprocess.Popen[bytes]:

@@ -25,11 +25,16 @@ def proc_status(pid: int | str = "self") -> dict[str, int]:
     return out
 
 
-def stat_cpu_seconds(path: str) -> float:
-    """utime + stime (fields 14, 15 of stat(5)) of a ``/proc/.../stat`` file, seconds."""
+def stat_user_system_seconds(path: str) -> tuple[float, float]:
+    """utime and stime (fields 14, 15 of stat(5)) of a ``/proc/.../stat`` file, seconds."""
     with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
+
+
+def stat_cpu_seconds(path: str) -> float:
+    """utime + stime of a ``/proc/.../stat`` file, seconds."""
+    return sum(stat_user_system_seconds(path))
 
 
 def cpu_seconds(pid: int) -> float:
