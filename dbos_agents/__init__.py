@@ -11,6 +11,7 @@ from .agent import Agent
 from .client_tools import ClientTool, client_tool
 from .errors import (
     AccessDeniedError,
+    AgentUnavailableError,
     AskTimeoutError,
     ConfigurationError,
     DatabaseUnavailableError,
@@ -51,6 +52,7 @@ from .records import (
     HistoryEntry,
     InterruptOutcome,
     PendingCall,
+    QueuedRuns,
     SessionEvents,
     StatusEvent,
     SubmitOutcome,
@@ -105,6 +107,7 @@ __all__ = [
     "HistoryEntry",
     "InterruptOutcome",
     "PendingCall",
+    "QueuedRuns",
     "SessionEvents",
     "StatusEvent",
     "SubmitOutcome",
@@ -119,6 +122,7 @@ __all__ = [
     "Usage",
     # errors
     "AccessDeniedError",
+    "AgentUnavailableError",
     "ConfigurationError",
     "DatabaseUnavailableError",
     "DbosAgentsError",

@@ -7,7 +7,8 @@
     ├── ConfigurationError         settings that cannot work (bad URL, missing option)
     │   ├── DatabaseUnavailableError   the database does not answer (names the host)
     │   └── UnsupportedDBOSError       the installed dbos is outside the reviewed range
-    ├── UnknownAgentError          start() names an agent the runtime does not have
+    ├── UnknownAgentError          start() names an agent no worker runs or has run
+    ├── AgentUnavailableError      start() names an agent whose workers are all down (refused by setting)
     ├── SessionNotFoundError       no session with that id
     ├── SessionBusyError           a message was sent to a session whose run is still going
     ├── TurnNotFoundError          history or fork at a turn the session does not have
@@ -88,6 +89,20 @@ class UnknownAgentError(DbosAgentsError, LookupError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.name, self.known))
+
+
+class AgentUnavailableError(DbosAgentsError):
+    """Every worker that runs the agent is down, and ``Settings.start_when_no_worker`` is
+    ``refuse`` (by default the run is queued until one comes up)."""
+
+    code = "AGENT_UNAVAILABLE"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no live worker runs agent {name!r}; try again later")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.name,))
 
 
 class SessionNotFoundError(DbosAgentsError, LookupError):

@@ -11,7 +11,15 @@ as long as its DBOS operation sequence does (docs/architecture.md, "Releases")."
 INBOX_TOPIC = "dbos_agents.inbox"
 """Where a persistent session's workflow waits for its next user message."""
 START_CHANNEL = "dbos_agents_starts"
-"""The NOTIFY channel on which a start transaction announces an enqueued run."""
+"""The NOTIFY channel on which a start transaction announces an enqueued run (the payload:
+the run's queue)."""
+
+
+def agent_queue(queue_name: str, agent: str) -> str:
+    """The DBOS queue of ``agent``'s runs: only workers that run the agent listen to it, so
+    a run never lands on a worker that lacks its agent (``queue_name`` alone is the queue of
+    runs enqueued before per-agent queues, which every worker still drains)."""
+    return f"{queue_name}:{agent}"
 
 
 def new_session_id() -> str:

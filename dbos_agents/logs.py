@@ -59,6 +59,23 @@ def run_started(spec: RunSpec, resumed: bool = False) -> None:
     )
 
 
+def run_handed_back(spec: RunSpec, queue: str, moved: bool) -> None:
+    """A run reached a worker that lacks its agent and went back to its agent's queue."""
+    sid, seq = spec["session_id"], spec["run_seq"]
+    where = f"back on queue {queue}" if moved else "left alone (no longer this worker's)"
+    log.info(
+        f"session {sid} run {seq}: agent {spec['agent']} does not run here; {where}",
+        extra={
+            "event": "run_handed_back",
+            "session_id": sid,
+            "run_seq": seq,
+            "agent": spec["agent"],
+            "queue": queue,
+            "moved": moved,
+        },
+    )
+
+
 _ENDED: OrderedDict[tuple[str, int], None] = OrderedDict()
 """Runs whose end this process logged lately: DBOS's own record of an interrupted run's
 cancellation (which can come after, when the run ended first) then adds nothing."""

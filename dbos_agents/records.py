@@ -106,3 +106,14 @@ class SessionEvents(BaseModel):
     token_generation: int | None = None
     """The generation a session token must carry (the HTTP server ends streams whose token
     was revoked)."""
+
+
+class QueuedRuns(BaseModel):
+    """Runs of one agent waiting on its queue for a worker to take them."""
+
+    agent: str
+    runs: int
+    oldest_age_sec: float
+    """How long the one waiting longest has waited (since it was enqueued or recovered)."""
+    served: bool
+    """Whether a live worker runs the agent (False: they wait until one comes up)."""

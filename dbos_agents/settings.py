@@ -89,7 +89,16 @@ class Settings(BaseSettings):
     ``worker-<host>:1``... (``worker/identity.py``); a configured id that a live worker
     holds is refused."""
     queue_name: str = "dbos_agents"
+    """The prefix of the agent queues (``<queue_name>:<agent>``, one per agent: a worker
+    dequeues only its agents' runs), and the queue of runs enqueued by earlier releases."""
+    start_when_no_worker: Literal["queue", "refuse"] = "queue"
+    """A start of an agent that workers have run, but no live worker runs now: ``queue``
+    accepts it (it waits on its agent's queue until such a worker comes up); ``refuse``
+    raises ``AgentUnavailableError`` (HTTP 503). An agent no worker ever ran is refused
+    either way (``UnknownAgentError``)."""
     worker_concurrency: int | None = None
+    """Runs one worker takes at once from each of its agents' queues (DBOS's per-queue
+    ``worker_concurrency``): a worker of three agents may run three times this many."""
     queue_polling_interval_sec: float | None = None
     """The queue's safety-net poll (``queue_poll_sec`` resolves ``None``): starts are
     announced by ``NOTIFY`` and claimed at once, except on a queue with

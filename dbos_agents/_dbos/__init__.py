@@ -19,6 +19,7 @@ in the other mode with runs in flight.
 | ``cancel_in_transaction`` | the cancel commits with the interrupt | ``DBOSClient.cancel_workflow`` after the commit (our fences stop the run anyway) |
 | ``stop_dequeuing`` | DBOS's queue threads stopped for a drain | none: a run dequeued while draining parks at its first step |
 | ``checkpointed_steps``, ``ended_workflows`` | one query each | ``DBOS.list_workflow_steps``, ``DBOS.list_workflows`` |
+| ``hand_back`` | a claimed workflow returned to its agent's queue, unrun (``handback``) | the same (no public equivalent) |
 | ``recover_pending_workflows`` | re-enqueue in chunks (``recovery``) | ``DBOS.list_workflows`` + ``DBOS.resume_workflows`` |
 | parking (``park_*``), lost wake-ups (``catch_up_waiters``, ``listener_connection``) | ``parking``, ``internals`` | not used: waits stay in memory; DBOS re-checks each waiter |
 
@@ -146,6 +147,15 @@ def local_start(queue_name: str) -> LocalStart | None:
 def dequeue_now(queue_name: str) -> int:
     """One claim pass of DBOS's queue, when a start is announced (0: left to the poll)."""
     return internals.dequeue_now(queue_name) if _fast else 0
+
+
+async def hand_back(workflow_id: str, queue_name: str) -> bool:
+    """Return the workflow this execution owns to ``queue_name``, unrun (a worker that
+    lacks its agent; ``handback``); the caller's task then ends cancelled. Both modes:
+    DBOS has no public call for it."""
+    from . import handback
+
+    return await handback.hand_back(workflow_id, queue_name)
 
 
 # --- submits and interrupts -----------------------------------------------------------------

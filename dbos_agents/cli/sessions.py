@@ -129,6 +129,7 @@ def list_sessions(
             tenant_id=tenant_id,
             limit=limit,
         )
+        waiting = [q for q in client.queued_runs() if not q.served] if not as_json else []
     if as_json:
         emit([r.model_dump(mode="json") for r in rows])
         return
@@ -136,6 +137,11 @@ def list_sessions(
         err.print("no sessions match; start one: dbos-agents start AGENT 'message'")
         return
     out.print(render.sessions_table(rows))
+    for q in waiting:  # queued, and no live worker runs the agent: say why they wait
+        err.print(
+            f"{q.runs} run(s) of agent {q.agent!r} queued (oldest {q.oldest_age_sec:.0f}s):"
+            " no live worker runs it; they start when one does"
+        )
 
 
 @command(panel="Sessions")

@@ -159,6 +159,7 @@ class AsyncAgentClient(AsyncStateReads):
     start = _awaited(AgentClient.start)
     send = _awaited(AgentClient.send)
     sessions = _awaited(AgentClient.sessions)
+    queued_runs = _awaited(AgentClient.queued_runs)
     events = _awaited(AgentClient.events)
     history = _awaited(AgentClient.history)
     fork = _awaited(AgentClient.fork)

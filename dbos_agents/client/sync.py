@@ -22,7 +22,6 @@ from ..errors import (
     AccessDeniedError,
     InvalidRequestError,
     SessionNotFoundError,
-    UnknownAgentError,
 )
 from ..messages import JSONValue
 from ..outcome import SessionInfo, SessionStatus
@@ -30,11 +29,12 @@ from ..records import (
     InterruptOutcome,
     PendingCall,
     PendingKind,
+    QueuedRuns,
     SubmitOutcome,
     ToolCallRecord,
 )
 from ..settings import Settings
-from ..store import calls, queries, workers
+from ..store import calls, queries, queued, workers
 from ..store import deltas as delta_rows
 from ..store import pending as pending_rows
 from ..store import sessions as session_rows
@@ -79,7 +79,9 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
         self._owns = True
         self.watches = Watches(url, s.connect_timeout_sec, self.engine)
         """The async client's shared LISTEN connection (``watch.py``), opened on first use."""
-        self.known_agents = workers.KnownAgents(self.engine, s.stale_after_sec)
+        self.known_agents = workers.KnownAgents(
+            self.engine, s.stale_after_sec, when_no_worker=s.start_when_no_worker
+        )
         """The fleet's agents, for ``start``'s check (remembered for a second)."""
         self.loop_reads = LoopReads(url, s.connect_timeout_sec)
         """The async client's full reads of live streams, on its event loop (``loop_reads.py``)."""
@@ -170,15 +172,17 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
         """Enqueue a new session (or a follow-up run of ``session_id``); returns the session
         id. A scoped client's new sessions are its own; a follow-up must be to one of them.
 
-        An agent no live worker serves is refused (``UnknownAgentError``: workers publish
-        their agents, ``store.workers.known_agents``, read at most once a second while it
-        lets agents in); with no live worker it is queued.
+        The run waits on its agent's queue until a worker that runs the agent takes it.
+        An agent no worker runs or has run is refused (``UnknownAgentError``: workers
+        publish their agents, ``store.workers.known_agents``, read at most once a second
+        while it lets agents in); one whose workers are all down is queued, or refused with
+        ``AgentUnavailableError`` under ``start_when_no_worker = "refuse"``.
         """
         user_id, tenant_id = self._filters(user_id, tenant_id)
         storable.check_id(agent, "agent")  # a malformed name is INVALID_REQUEST, not unknown
-        known = self.known_agents.refusing(agent)
-        if known is not None:
-            raise UnknownAgentError(agent, known)
+        refused = self.known_agents.refusing(agent)
+        if refused is not None:
+            raise refused
         if session_id is not None and self._scope is not None:
             # An id no session has yet starts a new one under it.
             with contextlib.suppress(SessionNotFoundError):
@@ -238,6 +242,15 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
             tenant_id=tenant_id,
             limit=storable.check_int(limit, "limit", 1, 1000),
             system_schema=self.settings.dbos_system_schema,
+        )
+
+    @translated
+    def queued_runs(self) -> list[QueuedRuns]:
+        """Per agent, the runs waiting on its queue for a worker (fleet-wide counts, as
+        ``GET /metrics`` shows them): many, or old, where no live worker runs the agent."""
+        s = self.settings
+        return queued.queued_runs(
+            self.engine, s.queue_name, s.dbos_system_schema, s.stale_after_sec
         )
 
     @translated

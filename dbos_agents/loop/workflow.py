@@ -21,13 +21,13 @@ from dbos import error as dbos_errors
 
 from .. import _dbos, logs
 from ..agent import Agent
-from ..errors import ModelError, UnknownAgentError
+from ..errors import ModelError
 from ..ids import INBOX_TOPIC, WORKFLOW_NAME
 from ..messages import JSONValue, Message, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
 from ..store.runs import run_key
-from . import drain, execution, outcomes, run_bounds
+from . import drain, elsewhere, execution, outcomes, run_bounds
 from .calls import TIMEOUT_KIND, CallResult, Plan, RunInterrupted, Turn, plan
 from .context import get_context
 from .crashpoints import crash_point
@@ -105,22 +105,15 @@ async def session_workflow(spec: RunSpec) -> dict[str, JSONValue]:
 
 
 async def _session(spec: RunSpec) -> dict[str, JSONValue]:
+    ctx = get_context()
+    agent = ctx.agents.get(spec["agent"])
+    if agent is None:  # not this worker's agent: back to its queue, for a worker that has it
+        await elsewhere.hand_back(spec)
     wf = DBOS.workflow_id
     # A claim's seed marks an execution that resumes a parked wait.
     resumed = wf is not None and _dbos.enter_workflow(wf)
     execution.begin_execution(resumed=resumed)
-    ctx = get_context()
     ctx.receiver.enter_workflow()
-    try:
-        agent = ctx.agent(spec["agent"])
-    except UnknownAgentError as exc:  # a client started an agent no worker knows
-        failed = RunOutcome(
-            session_id=spec["session_id"], run_seq=spec["run_seq"], status="failed", error=str(exc)
-        )
-        async with drain.finishing(returns=True):
-            await _finish(spec, failed)
-        logs.run_ended(failed)
-        return failed.model_dump(mode="json")
     while True:
         logs.run_started(spec, resumed)
         unrecorded: list[CallResult] = []

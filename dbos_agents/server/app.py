@@ -99,6 +99,7 @@ def create_app(
         return None if c is None else open_summary(c.sync.engine, c.settings.dbos_system_schema)
 
     ctx.metrics.watch_pending(pending_summary)
+    ctx.metrics.watch_queued(lambda: None if ctx.client is None else ctx.client.sync.queued_runs())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

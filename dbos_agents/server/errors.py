@@ -37,6 +37,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "NOT_ROOT_SESSION": 400,
     "UNKNOWN_TOOL_CALL": 404,
     "DATABASE_UNAVAILABLE": 503,
+    "AGENT_UNAVAILABLE": 503,
 }
 """Codes not listed answer 500."""
 
@@ -64,7 +65,8 @@ _DESCRIPTIONS = {
     409: "SESSION_BUSY: the session's run is still going.",
     411: "LENGTH_REQUIRED: a chunked body (send Content-Length; no header is an empty body).",
     413: "PAYLOAD_TOO_LARGE: Content-Length over max_body_bytes.",
-    503: "DATABASE_UNAVAILABLE.",
+    503: "DATABASE_UNAVAILABLE; AGENT_UNAVAILABLE (a start while every worker of the agent"
+    " is down, with start_when_no_worker = refuse).",
 }
 ERROR_RESPONSES: dict[int, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text} for code, text in _DESCRIPTIONS.items()

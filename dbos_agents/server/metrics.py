@@ -17,11 +17,15 @@ from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..records import QueuedRuns
+
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 log = logging.getLogger("dbos_agents.server")
 
 PendingSummary = Callable[[], "tuple[int, float] | None"]
 """How many calls are open and the oldest one's age in seconds (None: not known yet)."""
+QueuedSummary = Callable[[], "list[QueuedRuns] | None"]
+"""Per agent, the runs waiting on its queue (None: not known yet)."""
 
 
 class Metrics:
@@ -51,6 +55,10 @@ class Metrics:
     def watch_pending(self, summary: PendingSummary) -> None:
         """Export the pending gauges, computed by ``summary`` at each scrape."""
         self.registry.register(PendingCollector(summary))
+
+    def watch_queued(self, summary: QueuedSummary) -> None:
+        """Export the queued-runs gauges per agent, computed by ``summary`` at each scrape."""
+        self.registry.register(QueuedCollector(summary))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -87,6 +95,42 @@ class PendingCollector(Collector):
             log.warning("pending gauges unavailable", exc_info=True)
             return []
         return [] if got is None else self._families(*got)
+
+
+class QueuedCollector(Collector):
+    """``dbos_agents_queued_runs`` and ``dbos_agents_queued_oldest_age_seconds`` per agent
+    (the agents of the fleet's queues: a bounded label), from one query per scrape."""
+
+    def __init__(self, summary: QueuedSummary) -> None:
+        self.summary = summary
+
+    @staticmethod
+    def _families(rows: list[QueuedRuns]) -> list[Metric]:
+        runs = GaugeMetricFamily(
+            "dbos_agents_queued_runs",
+            "Runs waiting on their agent's queue for a worker that runs the agent.",
+            labels=["agent"],
+        )
+        oldest = GaugeMetricFamily(
+            "dbos_agents_queued_oldest_age_seconds",
+            "How long the run waiting longest on the agent's queue has waited.",
+            labels=["agent"],
+        )
+        for r in rows:
+            runs.add_metric([r.agent], r.runs)
+            oldest.add_metric([r.agent], r.oldest_age_sec)
+        return [runs, oldest]
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families([])
+
+    def collect(self) -> Iterable[Metric]:
+        try:
+            got = self.summary()
+        except Exception:  # a scrape must not fail because the database is away
+            log.warning("queued-run gauges unavailable", exc_info=True)
+            return []
+        return [] if got is None else self._families(got)
 
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from dbos import DBOSClient
 
 from ..errors import SessionNotFoundError, TurnNotFoundError
-from ..ids import START_CHANNEL, WORKFLOW_NAME, new_session_id, run_workflow_id
+from ..ids import START_CHANNEL, WORKFLOW_NAME, agent_queue, new_session_id, run_workflow_id
 from ..outcome import RunSpec
 from ..records import HistoryEntry
 from .schema import SCHEMA as S
@@ -188,13 +188,14 @@ def fork(
         for table, where in _WHERE.items():
             if table in columns:  # session_states: from migration 0015 on
                 conn.execute(sa.text(_copy_stmt(table, columns[table], where)), params)
+        queue = agent_queue(queue_name, src.agent)
         client.enqueue_in_transaction(
             conn,
-            {"queue_name": queue_name, "workflow_name": WORKFLOW_NAME, "workflow_id": workflow_id},
+            {"queue_name": queue, "workflow_name": WORKFLOW_NAME, "workflow_id": workflow_id},
             spec,
         )
         # Delivered at commit: workers claim the run now, not at their next poll.
-        conn.execute(sa.text("SELECT pg_notify(:c, :q)"), {"c": START_CHANNEL, "q": queue_name})
+        conn.execute(sa.text("SELECT pg_notify(:c, :q)"), {"c": START_CHANNEL, "q": queue})
     return Forked(spec, workflow_id, src.id)
 
 

@@ -17,7 +17,14 @@ from dbos import DBOSClient
 from .. import _dbos, storable
 from ..delivery import InterruptDelivery, encode
 from ..errors import SessionBusyError, SessionNotFoundError
-from ..ids import INBOX_TOPIC, START_CHANNEL, WORKFLOW_NAME, new_session_id, run_workflow_id
+from ..ids import (
+    INBOX_TOPIC,
+    START_CHANNEL,
+    WORKFLOW_NAME,
+    agent_queue,
+    new_session_id,
+    run_workflow_id,
+)
 from ..outcome import RunSpec, SessionInfo
 from ..records import HistoryEntry as HistoryEntry
 from ..records import ToolCallRecord as ToolCallRecord
@@ -180,10 +187,11 @@ def _enqueue(
                 idempotency_key=f"inbox::{run_seq}",
             )
         else:
+            queue = agent_queue(queue_name, agent)  # only workers running the agent take it
             client.enqueue_in_transaction(
                 conn,
                 {
-                    "queue_name": queue_name,
+                    "queue_name": queue,
                     "workflow_name": WORKFLOW_NAME,
                     "workflow_id": run_workflow_id(session_id, run_seq),
                 },
@@ -191,9 +199,7 @@ def _enqueue(
             )
             if claim is None or not claim(conn, run_workflow_id(session_id, run_seq)):
                 # Delivered at commit: workers claim the run now, not at their next poll.
-                conn.execute(
-                    sa.text("SELECT pg_notify(:c, :q)"), {"c": START_CHANNEL, "q": queue_name}
-                )
+                conn.execute(sa.text("SELECT pg_notify(:c, :q)"), {"c": START_CHANNEL, "q": queue})
     return spec, inbox_workflow or run_workflow_id(session_id, run_seq)
 
 

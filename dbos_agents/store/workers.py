@@ -18,9 +18,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 import sqlalchemy as sa
 from pydantic import BaseModel
+
+from ..errors import AgentUnavailableError, UnknownAgentError
 
 S = "dbos_agents"
 
@@ -81,28 +84,45 @@ def register(
         )
 
 
-def known_agents(engine: sa.Engine, stale_after_sec: float = 30.0) -> list[str] | None:
-    """The agents that live workers serve, sorted; None when no live worker published its
-    agents (none runs, or only earlier releases do, or this role may not read the table):
-    a session is then accepted, queued for a worker to come.
+@dataclass(frozen=True)
+class Fleet:
+    """The agents workers publish on their rows (``register``)."""
 
-    Live: running, with a heartbeat within ``stale_after_sec`` by the database's own clock
-    (one clock, so no skew). A worker that stopped or was adopted does not count."""
+    live: frozenset[str]
+    """Served by a live worker: running, a heartbeat within ``stale_after_sec`` by the
+    database's own clock (one clock, so no skew)."""
+    ever: frozenset[str]
+    """Served by any worker with a row: live, stopped, dead or adopted."""
+
+    def refusal(
+        self, agent: str, when_no_worker: Literal["queue", "refuse"]
+    ) -> UnknownAgentError | AgentUnavailableError | None:
+        """Why a start of ``agent`` is refused, or None. No worker has published yet (a new
+        database, only earlier releases): nothing is refused, the run waits for one."""
+        if agent in self.live or not self.ever:
+            return None
+        if agent not in self.ever:
+            return UnknownAgentError(agent, sorted(self.ever))
+        return AgentUnavailableError(agent) if when_no_worker == "refuse" else None
+
+
+def known_agents(engine: sa.Engine, stale_after_sec: float = 30.0) -> Fleet | None:
+    """The agents workers serve now and have served; None when this role may not read the
+    fleet's table (a start is then accepted, queued for a worker)."""
     try:
         with engine.connect() as conn:
             row = conn.execute(
                 sa.text(
-                    f"SELECT count(*) AS n, array_agg(DISTINCT a ORDER BY a)"
-                    f" FILTER (WHERE a IS NOT NULL) AS agents FROM {S}.workers w"
-                    " LEFT JOIN LATERAL unnest(w.agents) AS a ON true"
-                    " WHERE w.status = 'running' AND w.agents IS NOT NULL"
-                    " AND w.heartbeat_at > now() - make_interval(secs => :stale)"
+                    "SELECT array_agg(DISTINCT a) FILTER (WHERE w.status = 'running'"
+                    " AND w.heartbeat_at > now() - make_interval(secs => :stale)) AS live,"
+                    f" array_agg(DISTINCT a) AS ever FROM {S}.workers w,"
+                    " unnest(w.agents) AS a WHERE w.agents IS NOT NULL"
                 ),
                 {"stale": stale_after_sec},
             ).one()
     except sa.exc.ProgrammingError:  # a role without access to the fleet's table
         return None
-    return None if not row.n else list(row.agents or [])
+    return Fleet(frozenset(row.live or ()), frozenset(row.ever or ()))
 
 
 class KnownAgents:
@@ -116,27 +136,27 @@ class KnownAgents:
         stale_after_sec: float,
         ttl_sec: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        when_no_worker: Literal["queue", "refuse"] = "queue",
     ) -> None:
         self._engine = engine
         self._stale = stale_after_sec
         self.ttl_sec = ttl_sec
         self._clock = clock
-        self._last: tuple[float, list[str] | None] | None = None
+        self._when = when_no_worker
+        self._last: tuple[float, Fleet | None] | None = None
 
-    def refusing(self, agent: str) -> list[str] | None:
-        """None when ``agent`` may start (a live worker serves it, or no live worker
-        published its agents); else the agents live workers serve."""
+    def refusing(self, agent: str) -> UnknownAgentError | AgentUnavailableError | None:
+        """None when ``agent`` may start now; else the error to raise (``Fleet.refusal``)."""
         now = self._clock()
         last = self._last
-        if last is not None and now - last[0] < self.ttl_sec and _admits(last[1], agent):
+        if last is not None and now - last[0] < self.ttl_sec and self._admits(last[1], agent):
             return None
-        known = known_agents(self._engine, self._stale)
-        self._last = (now, known)
-        return None if _admits(known, agent) else known
+        fleet = known_agents(self._engine, self._stale)
+        self._last = (now, fleet)
+        return None if fleet is None else fleet.refusal(agent, self._when)
 
-
-def _admits(known: list[str] | None, agent: str) -> bool:
-    return known is None or agent in known
+    def _admits(self, fleet: Fleet | None, agent: str) -> bool:
+        return fleet is None or fleet.refusal(agent, self._when) is None
 
 
 def get(engine: sa.Engine, executor_id: str) -> WorkerInfo | None:

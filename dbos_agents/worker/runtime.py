@@ -18,6 +18,7 @@ from ..errors import (
     SessionNotFoundError,
     UnknownAgentError,
 )
+from ..ids import agent_queue
 from ..loop import drain
 from ..loop import workflow as _workflow  # noqa: F401  (registers the session workflow)
 from ..loop.context import LoopContext, get_context, set_context
@@ -78,6 +79,13 @@ class AgentRuntime:
         self._runs: Listener | None = None
         self._ledger: Ledger | None = None
         self._outcomes: Outcomes | None = None
+
+    @property
+    def queues(self) -> list[str]:
+        """The DBOS queues this worker dequeues: one per agent it runs (sub-agents
+        included), and the shared queue of runs enqueued before per-agent queues."""
+        base = self.settings.queue_name
+        return [base, *(agent_queue(base, name) for name in sorted(self.agents))]
 
     @property
     def executor_id(self) -> str | None:
@@ -169,13 +177,15 @@ class AgentRuntime:
         self._ledger = Ledger(ds, s.stream_flush_sec)
         set_context(LoopContext(self.agents, self.model, s, self._ledger, self._parker))
         _dbos.before_launch()
+        DBOS.listen_queues(self.queues)  # another service's agents are not ours to run
         DBOS.launch()
         _dbos.after_launch()
-        await DBOS.register_queue_async(
-            s.queue_name,
-            worker_concurrency=s.worker_concurrency,
-            polling_interval_sec=s.queue_poll_sec(),
-        )
+        for queue in self.queues:
+            await DBOS.register_queue_async(
+                queue,
+                worker_concurrency=s.worker_concurrency,
+                polling_interval_sec=s.queue_poll_sec(),
+            )
         self._client = await asyncio.to_thread(
             DBOSClient,
             system_database_url=sqlalchemy_url(url),
@@ -194,7 +204,7 @@ class AgentRuntime:
             self._listen_watch = ListenerWatch(recheck_sec=s.wake_recheck_interval_sec)
             self._listen_watch.start()
             self._start_watch = StartWatch(
-                libpq_url(url), s.queue_name, connect_timeout_sec=s.connect_timeout_sec
+                libpq_url(url), self.queues, connect_timeout_sec=s.connect_timeout_sec
             )
             self._start_watch.start()
         self._parker.start()
@@ -226,7 +236,7 @@ class AgentRuntime:
             raise UnknownAgentError(agent, list(self.agents))
 
         def start_run() -> tuple[RunSpec, str, bool]:
-            local = self._local_claim()
+            local = self._local_claim(agent)
             started = queries.start_run(
                 engine,
                 client,
@@ -268,11 +278,13 @@ class AgentRuntime:
             session_id, info.workflow_id, info.run_seq, agent is not None and agent.persistent
         )
 
-    def _local_claim(self) -> _dbos.LocalStart | None:
-        """A claim for a run this worker starts and executes at once, or None: the queue
-        claims it (while draining, and where ``_dbos.local_start`` says so; deciding can
-        read the database)."""
-        return None if drain.is_draining() else _dbos.local_start(self.settings.queue_name)
+    def _local_claim(self, agent: str) -> _dbos.LocalStart | None:
+        """A claim for a run of ``agent`` this worker starts and executes at once, or None:
+        the queue claims it (while draining, and where ``_dbos.local_start`` says so;
+        deciding can read the database)."""
+        if drain.is_draining():
+            return None
+        return _dbos.local_start(agent_queue(self.settings.queue_name, agent))
 
     def _handle(
         self,

@@ -11,6 +11,7 @@ import pytest
 from dbos_agents import AgentClient, AgentRuntime
 from dbos_agents._dbos import internals as compat
 from dbos_agents._dbos import starts as _dbos_starts
+from dbos_agents.ids import agent_queue
 from dbos_agents.loop import drain
 
 from .test_client_tools import _pending
@@ -54,11 +55,11 @@ async def test_a_local_start_is_claimed_as_it_is_enqueued(
 
 
 async def test_the_queue_claims_under_a_worker_limit_or_a_drain(runtime: AgentRuntime) -> None:
-    name = runtime.settings.queue_name
-    assert runtime._local_claim() is not None
+    name = agent_queue(runtime.settings.queue_name, "support")
+    assert runtime._local_claim("support") is not None
     drain.begin_drain()
     try:
-        assert runtime._local_claim() is None
+        assert runtime._local_claim("support") is None
     finally:
         drain.end_drain()
     sys_db = compat._system_database()

@@ -14,8 +14,10 @@ from dbos_agents import (
     DatabaseUnavailableError,
     SessionBusyError,
     UnknownAgentError,
+    _dbos,
 )
 from dbos_agents._dbos.internals import _system_database
+from dbos_agents.ids import agent_queue
 
 from .agents import CONTEXTS, EFFECTS
 from .polling import until
@@ -173,15 +175,52 @@ async def test_unreachable_database_fails_fast_naming_the_host() -> None:
     assert time.monotonic() - t0 < 30  # generous: "fast" means not DBOS's long retry loop
 
 
-async def test_client_started_unknown_agent_fails_the_session_visibly(
+async def test_a_run_of_an_agent_this_worker_lacks_waits_on_its_agents_queue(
     runtime: AgentRuntime, client: AgentClient
 ) -> None:
+    """A run reaches a worker that lacks its agent through the shared queue (an earlier
+    release enqueued it there) or DBOS's internal one (a recovered child workflow): it goes
+    back to its agent's queue, unrun, instead of failing and losing the user's message."""
     import asyncio
 
+    import sqlalchemy as sa
+
     sid = await asyncio.to_thread(client.start, "nobody_here", "hi")
-    info = await asyncio.to_thread(client.wait, sid, timeout=30)
-    assert info.status == "failed"
-    assert info.error is not None and "unknown agent 'nobody_here'" in info.error
+    own = agent_queue(runtime.settings.queue_name, "nobody_here")
+    ws = f"{_dbos.quoted(runtime.settings.dbos_system_schema)}.workflow_status"
+
+    def row() -> tuple[str, str, int]:
+        with client.engine.connect() as conn:
+            r = conn.execute(
+                sa.text(
+                    f"SELECT status, queue_name, recovery_attempts FROM {ws} WHERE workflow_uuid = :w"
+                ),
+                {"w": sid},
+            ).one()
+        return str(r[0]), str(r[1]), int(r[2])
+
+    await asyncio.sleep(0.5)
+    assert row()[:2] == ("ENQUEUED", own)  # nobody here listens to its queue
+    with client.engine.begin() as conn:  # as an earlier release enqueued it: the shared queue
+        conn.execute(
+            sa.text(f"UPDATE {ws} SET queue_name = :q WHERE workflow_uuid = :w"),
+            {"q": runtime.settings.queue_name, "w": sid},
+        )
+        conn.execute(
+            sa.text("SELECT pg_notify('dbos_agents_starts', :q)"),
+            {"q": runtime.settings.queue_name},
+        )
+    deadline = asyncio.get_running_loop().time() + 20
+    while (now := row())[2] == 0:  # not yet claimed by this worker
+        assert asyncio.get_running_loop().time() < deadline, now
+        await asyncio.sleep(0.05)
+    while row()[:2] != ("ENQUEUED", own):
+        assert asyncio.get_running_loop().time() < deadline, row()
+        await asyncio.sleep(0.05)
+    info = await asyncio.to_thread(client.session, sid)
+    assert info.status == "queued" and info.error is None
+    queued = await asyncio.to_thread(client.queued_runs)
+    assert [q.runs for q in queued if q.agent == "nobody_here"] == [1]
 
 
 async def test_dbos_operations_check_connections_out_unpinged(

@@ -40,6 +40,7 @@ EXPECTED_ALL = {
     "HistoryEntry",
     "InterruptOutcome",
     "PendingCall",
+    "QueuedRuns",
     "SessionEvents",
     "StatusEvent",
     "SubmitOutcome",
@@ -54,6 +55,7 @@ EXPECTED_ALL = {
     "Usage",
     # errors
     "AccessDeniedError",
+    "AgentUnavailableError",
     "ConfigurationError",
     "DatabaseUnavailableError",
     "DbosAgentsError",
@@ -112,6 +114,7 @@ def test_star_import_yields_exactly_all() -> None:
 def test_errors_module_has_the_documented_classes() -> None:
     assert {cls.__name__ for cls in ERROR_CLASSES} == {
         "AccessDeniedError",
+        "AgentUnavailableError",
         "DbosAgentsError",
         "DefinitionError",
         "InterruptFailedError",

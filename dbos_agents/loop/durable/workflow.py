@@ -35,7 +35,7 @@ from ...store import state as state_rows
 from ...store.retry import fetch_one, retry_transient
 from ...tool_context import ToolContext
 from ...tools import Tool
-from .. import drain
+from .. import drain, elsewhere
 from ..calls.base import RunInterrupted
 from ..calls.server import state_commit
 from ..context import get_context
@@ -67,7 +67,9 @@ async def durable_tool_workflow(job: DurableJob) -> dict[str, JSONValue]:
 async def _run(job: DurableJob) -> ToolResult:
     spec, cid = job["spec"], job["tool_call_id"]
     ctx = get_context()
-    agent = ctx.agent(spec["agent"])
+    agent = ctx.agents.get(spec["agent"])
+    if agent is None:  # recovered onto a worker that lacks the agent: back to the agent's queue
+        await elsewhere.hand_back(spec)
     tool = agent.tools[job["tool"]]
     wf = DBOS.workflow_id
     assert wf is not None

@@ -162,6 +162,8 @@ async def _inbox_page(
         queries.list_open, client.settings.dbos_system_schema, tenant_id=visitor.tenant_id
     )
     settled = await client.offload(queries.list_settled, tenant_id=visitor.tenant_id)
+    # Runs no worker can take (fleet-wide counts, as /metrics shows): why a session is stuck.
+    stalled = [q for q in await client.queued_runs() if not q.served]
     shown = [r for r in rows if agent in ("", r.agent) and tool in ("", r.tool)]
     context: dict[str, Any] = {
         "operator": visitor.operator,
@@ -176,6 +178,7 @@ async def _inbox_page(
         "agent": agent,
         "tool": tool,
         "settled": settled,
+        "stalled": stalled,
         "notice": notice,
         "call": call,
         "errors": errors,
