@@ -87,6 +87,17 @@ class AgentRuntime:
         base = self.settings.queue_name
         return [base, *(agent_queue(base, name) for name in sorted(self.agents))]
 
+    def _poll_sec(self) -> float:
+        """Each queue's poll. DBOS polls every queue on a thread of its own, a query or two
+        and a walk over the active workflows each time. Where starts are claimed as they are
+        announced (fast paths, no worker limit) the poll is only a safety net, so its total
+        rate is one queue's however many agents the worker runs; elsewhere the poll is what
+        claims a start, and each queue keeps the configured interval."""
+        poll = self.settings.queue_poll_sec()
+        if _dbos.fast_paths() and self.settings.worker_concurrency is None:
+            return poll * len(self.queues)
+        return poll
+
     @property
     def executor_id(self) -> str | None:
         """The executor id this process holds (``worker/identity.py``); None before launch."""
@@ -180,11 +191,10 @@ class AgentRuntime:
         DBOS.listen_queues(self.queues)  # another service's agents are not ours to run
         DBOS.launch()
         _dbos.after_launch()
+        poll = self._poll_sec()
         for queue in self.queues:
             await DBOS.register_queue_async(
-                queue,
-                worker_concurrency=s.worker_concurrency,
-                polling_interval_sec=s.queue_poll_sec(),
+                queue, worker_concurrency=s.worker_concurrency, polling_interval_sec=poll
             )
         self._client = await asyncio.to_thread(
             DBOSClient,

@@ -6,6 +6,7 @@ worker without the agent, and a rolling deploy that adds an agent fails nothing.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections import Counter
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dbos_agents import AgentClient, AgentUnavailableError, Settings, UnknownAgentError
-from dbos_agents.testing import Witness
+from dbos_agents.testing import Witness, create_fresh_database, drop_database
 
 from .waiting import until
 from .workers import Worker
@@ -24,13 +25,21 @@ pytestmark = [pytest.mark.integration, pytest.mark.crash]
 APP = "tests.crash.fleet_app"
 
 
+STALE_AFTER = "10"
+"""Above the tests' usual 3 s: on a loaded two-core host a live worker that misses 3 s of
+heartbeats is adopted, and what it claimed after the adoption waits for its restart."""
+
+
 @pytest.fixture()
-def fleet(fresh_database_url: str, tmp_path: Path) -> Iterator[Fleet]:
-    f = Fleet(fresh_database_url, tmp_path)
+def fleet(pg_server: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fleet]:
+    """A database of its own per test: each test's fleet starts with no worker rows."""
+    name = f"dbos_agents_t_fleet_{request.node.name[5:30]}_{os.getpid()}"[:63]
+    f = Fleet(create_fresh_database(pg_server, name), tmp_path)
     try:
         yield f
     finally:
         f.close()
+        drop_database(pg_server, name)
 
 
 class Fleet:
@@ -39,11 +48,17 @@ class Fleet:
     def __init__(self, url: str, tmp: Path) -> None:
         self.url, self.tmp = url, tmp
         self.workers: list[Worker] = []
-        self.client = AgentClient(url, settings=Settings(stale_after_sec=3))
+        self.client = AgentClient(url, settings=Settings(stale_after_sec=float(STALE_AFTER)))
         self.witness = Witness(tmp / "witness.jsonl")
 
     def start(self, runtime: str, executor_id: str) -> Worker:
-        w = Worker(self.url, self.tmp / f"{executor_id}.log", executor_id, app=f"{APP}:{runtime}")
+        w = Worker(
+            self.url,
+            self.tmp / f"{executor_id}.log",
+            executor_id,
+            app=f"{APP}:{runtime}",
+            env={"DBOS_AGENTS_STALE_AFTER_SEC": STALE_AFTER},
+        )
         self.workers.append(w)
         w.ready_id()
         return w
