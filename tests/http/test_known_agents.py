@@ -44,6 +44,8 @@ def test_unknown_agents_are_refused_while_a_worker_serves_and_queued_when_none_d
         ok = http.post(f"{live.url}/sessions", json={"agent": "chat", "message": "hi"})
         assert ok.status_code == 201, ok.text
         _remembered_while_it_lets_in(client.engine)
+        # Ended before the worker stops: only the run started below then waits in the queue.
+        assert client.wait(ok.json()["session_id"], timeout=60).status == "completed"
     finally:
         live.stop()
         assert worker.stop() == 0
