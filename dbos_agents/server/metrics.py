@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -20,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..records import QueuedRuns
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+T = TypeVar("T")
 log = logging.getLogger("dbos_agents.server")
 
 PendingSummary = Callable[[], "tuple[int, float] | None"]
@@ -64,14 +66,43 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class PendingCollector(Collector):
-    """``dbos_agents_pending_calls`` and ``dbos_agents_pending_oldest_age_seconds``, from
-    one aggregate query per scrape (all tenants: counts only, no ids)."""
+class _Scraped(Collector, Generic[T]):
+    """Gauges computed by ``summary`` at each scrape, from one aggregate query; a scrape
+    while the database is away shows none of them rather than failing."""
+
+    what = ""
+    """The gauges' name in the warning when their query fails."""
+
+    def __init__(self, summary: Callable[[], T | None], empty: T) -> None:
+        self.summary = summary
+        self._empty = empty
+
+    def _families(self, got: T) -> list[Metric]:
+        raise NotImplementedError
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families(self._empty)  # names only: no query at registration
+
+    def collect(self) -> Iterable[Metric]:
+        try:
+            got = self.summary()
+        except Exception:  # a scrape must not fail because the database is away
+            log.warning(f"{self.what} gauges unavailable", exc_info=True)
+            return []
+        return [] if got is None else self._families(got)
+
+
+class PendingCollector(_Scraped["tuple[int, float]"]):
+    """``dbos_agents_pending_calls`` and ``dbos_agents_pending_oldest_age_seconds`` (all
+    tenants: counts only, no ids)."""
+
+    what = "pending"
 
     def __init__(self, summary: PendingSummary) -> None:
-        self.summary = summary
+        super().__init__(summary, (0, 0.0))
 
-    def _families(self, count: float, oldest: float) -> list[Metric]:
+    def _families(self, got: tuple[int, float]) -> list[Metric]:
+        count, oldest = got
         return [
             GaugeMetricFamily(
                 "dbos_agents_pending_calls",
@@ -85,27 +116,17 @@ class PendingCollector(Collector):
             ),
         ]
 
-    def describe(self) -> Iterable[Metric]:
-        return self._families(0, 0)  # names only: no query at registration
 
-    def collect(self) -> Iterable[Metric]:
-        try:
-            got = self.summary()
-        except Exception:  # a scrape must not fail because the database is away
-            log.warning("pending gauges unavailable", exc_info=True)
-            return []
-        return [] if got is None else self._families(*got)
-
-
-class QueuedCollector(Collector):
+class QueuedCollector(_Scraped["list[QueuedRuns]"]):
     """``dbos_agents_queued_runs`` and ``dbos_agents_queued_oldest_age_seconds`` per agent
-    (the agents of the fleet's queues: a bounded label), from one query per scrape."""
+    (the agents of the fleet's queues: a bounded label)."""
+
+    what = "queued-run"
 
     def __init__(self, summary: QueuedSummary) -> None:
-        self.summary = summary
+        super().__init__(summary, [])
 
-    @staticmethod
-    def _families(rows: list[QueuedRuns]) -> list[Metric]:
+    def _families(self, got: list[QueuedRuns]) -> list[Metric]:
         runs = GaugeMetricFamily(
             "dbos_agents_queued_runs",
             "Runs waiting on their agent's queue for a worker that runs the agent.",
@@ -116,21 +137,10 @@ class QueuedCollector(Collector):
             "How long the run waiting longest on the agent's queue has waited.",
             labels=["agent"],
         )
-        for r in rows:
+        for r in got:
             runs.add_metric([r.agent], r.runs)
             oldest.add_metric([r.agent], r.oldest_age_sec)
         return [runs, oldest]
-
-    def describe(self) -> Iterable[Metric]:
-        return self._families([])
-
-    def collect(self) -> Iterable[Metric]:
-        try:
-            got = self.summary()
-        except Exception:  # a scrape must not fail because the database is away
-            log.warning("queued-run gauges unavailable", exc_info=True)
-            return []
-        return [] if got is None else self._families(got)
 
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
