@@ -270,3 +270,22 @@ def test_metrics_show_the_pending_gauges(client: AgentClient, server: LiveServer
     body = httpx.get(f"{server.url}/metrics").text
     after = re.search(r"^dbos_agents_pending_calls (\S+)$", body, re.M)
     assert after is not None and float(after.group(1)) == float(count_line.group(1)) - 1
+
+
+def test_runs_no_live_worker_takes_are_shown_as_waiting(page: Page, client: AgentClient) -> None:
+    """A worker that ran ``gone_desk`` has stopped: a start of it queues, and the inbox says
+    which agent's runs wait for a worker and since when (issue 43)."""
+    from dbos_agents.store import workers
+
+    workers.register(client.engine, "gone-desk-worker", "i-1", "dbos-agents-1", ["gone_desk"])
+    workers.mark_stopped(client.engine, "gone-desk-worker")
+    sid = client.start("gone_desk", "anyone there?", tenant_id=TENANT)
+    try:
+        page.reload()
+        banner = page.get_by_test_id("queued")
+        expect(banner).to_contain_text("1 run of agent gone_desk")
+        expect(banner).to_contain_text("no live worker runs this agent")
+    finally:
+        client.interrupt(sid)
+    page.reload()
+    expect(page.get_by_test_id("queued")).to_have_count(0)
