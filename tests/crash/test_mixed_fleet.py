@@ -30,6 +30,15 @@ STALE_AFTER = "10"
 heartbeats is adopted, and what it claimed after the adoption waits for its restart."""
 
 
+SMALL_POOLS = {
+    "DBOS_AGENTS_DB_POOL_SIZE": "4",
+    "DBOS_AGENTS_DB_MAX_OVERFLOW": "4",
+    "DBOS_AGENTS_SYSTEM_DB_POOL_SIZE": "8",
+}
+"""Up to four workers run at once here, beside the suite's other processes: each keeps to
+a share of the server's ``max_connections`` (a worker's default bound is 75)."""
+
+
 @pytest.fixture()
 def fleet(pg_server: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fleet]:
     """A database of its own per test: each test's fleet starts with no worker rows."""
@@ -57,7 +66,7 @@ class Fleet:
             self.tmp / f"{executor_id}.log",
             executor_id,
             app=f"{APP}:{runtime}",
-            env={"DBOS_AGENTS_STALE_AFTER_SEC": STALE_AFTER},
+            env={"DBOS_AGENTS_STALE_AFTER_SEC": STALE_AFTER, **SMALL_POOLS},
         )
         self.workers.append(w)
         w.ready_id()
