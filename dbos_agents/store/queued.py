@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from .. import _dbos
+from ..ids import agent_queue
 from ..records import QueuedRuns
 from .workers import known_agents
 
@@ -18,7 +19,7 @@ def queued_runs(
     engine: sa.Engine, queue_name: str, system_schema: str, stale_after_sec: float
 ) -> list[QueuedRuns]:
     """Per agent with runs waiting to be claimed: how many, and the oldest one's wait."""
-    prefix = f"{queue_name}:"
+    prefix = agent_queue(queue_name, "")  # the queue names own the format, not this query
     sql = (
         "SELECT substr(w.queue_name, :n) AS agent, count(*) AS runs,"
         " greatest(0, extract(epoch FROM now()) * 1000 - min(coalesce(w.updated_at,"
