@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -11,6 +12,7 @@ from pydantic import BaseModel
 
 from .client_tools import DEFAULT_TIMEOUT, ClientTool
 from .errors import DefinitionError
+from .mcp.server import MCPServer
 from .messages import JSONValue
 from .names import check_name
 from .state import MigrateState, StateSchema, check_model
@@ -56,7 +58,7 @@ class Agent:
         name: str,
         instructions: Instructions = "",
         *,
-        tools: Sequence[Tool | ClientTool] = (),
+        tools: Sequence[Tool | ClientTool | MCPServer] = (),
         sub_agents: Sequence[Agent] = (),
         max_turns: int = 20,
         budget_tokens: int | None = None,
@@ -74,9 +76,17 @@ class Agent:
             problems.append("instructions must be a string or a function of the state")
         problems += check_model(state, migrate_state)
         seen: set[str] = set()
+        servers: set[str] = set()
         for t in tools:
+            if isinstance(t, MCPServer):
+                if t.name in servers:
+                    problems.append(f"tools: two MCP servers are named {t.name!r}")
+                servers.add(t.name)
+                continue
             if not isinstance(t, Tool | ClientTool):
-                problems.append(f"tools: {t!r} is not a Tool (use @tool or client_tool)")
+                problems.append(
+                    f"tools: {t!r} is not a Tool (use @tool, client_tool or an MCPServer)"
+                )
                 continue
             if t.name in seen:
                 problems.append(f"tools: two tools are named {t.name!r}")
@@ -124,6 +134,12 @@ class Agent:
         self.client_tools: dict[str, ClientTool] = {
             t.name: t for t in tools if isinstance(t, ClientTool)
         }
+        self.mcp_servers: dict[str, MCPServer] = {
+            t.name: t for t in tools if isinstance(t, MCPServer)
+        }
+        """MCP servers whose tools each run lists anew (``with_run_tools``)."""
+        self.unavailable: list[str] = []
+        """Why servers' tools are missing from this run (a run's view only)."""
         self.sub_agents: dict[str, Agent] = {f"{SUBAGENT_PREFIX}{a.name}": a for a in sub_agents}
         self.tool_timeout = tool_timeout
         self.persistent = persistent
@@ -135,6 +151,20 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={self.tool_names()})"
+
+    def with_run_tools(self, tools: Sequence[Tool], unavailable: Sequence[str]) -> Agent:
+        """This agent as one run sees it: its own tools plus the tools its MCP servers
+        listed for the run, and, in the instructions, which servers could not be reached."""
+        view = copy.copy(self)
+        view.tools = {**self.tools, **{t.name: t for t in tools}}
+        view.unavailable = list(unavailable)
+        if unavailable:
+            note = "\n".join(unavailable)
+            view.instructions = f"{self.instructions}\n\n{note}" if self.instructions else note
+            fn = self.instructions_fn
+            if fn is not None:
+                view.instructions_fn = lambda state: f"{fn(state)}\n\n{note}"
+        return view
 
     def tool_names(self) -> list[str]:
         return [*self.tools, *self.client_tools, *self.sub_agents]

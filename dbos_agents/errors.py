@@ -22,6 +22,7 @@
     │   ├── AskTimeoutError            nobody answered ``ctx.ask`` before its deadline
     │   ├── NotJSONError               a checkpoint or an inner step's output is not JSON
     │   └── NondeterministicToolError  a re-executed body started other steps than before
+    ├── MCPServerError             an MCP server did not answer or answered unreadably (names server and tool)
     ├── InvalidRequestError        a submit that cannot apply (wrong kind, malformed body)
     │   ├── InvalidResultError     the result fails the client tool's output schema
     │   └── NotRootSessionError    submits go to the root session; names the root
@@ -302,6 +303,24 @@ class NondeterministicToolError(DurableToolError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.seq, self.recorded, self.started))
+
+
+class MCPServerError(DbosAgentsError):
+    """An MCP server could not be reached or gave an answer we cannot read. Inside a run it
+    becomes the call's tool error (the model reads it); ``dbos-agents mcp tools`` prints it.
+    """
+
+    code = "MCP_SERVER_ERROR"
+
+    def __init__(self, server: str, detail: str, tool: str | None = None) -> None:
+        self.server = server
+        self.detail = detail
+        self.tool = tool
+        where = f"MCP server {server!r}" + (f" (tool {tool!r})" if tool else "")
+        super().__init__(f"{where}: {detail}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.server, self.detail, self.tool))
 
 
 class ModelError(DbosAgentsError):

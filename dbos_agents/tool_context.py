@@ -54,6 +54,17 @@ APPROVAL = _ApprovalAsk()
 ``requires_approval`` tools) instead of a client tool's result."""
 
 
+@dataclass(frozen=True)
+class FormAsk:
+    """A question whose answer is checked against a JSON schema rather than a client
+    tool's output model (an MCP server's question): ``ctx.ask``'s machinery answers it with
+    the submitted ``Delivery`` itself (a result or an error), for the asker to read."""
+
+    name: str
+    schema: dict[str, JSONValue]
+    arguments: dict[str, JSONValue]
+
+
 class DurableOps(Protocol):
     """What a durable tool's context delegates to (implemented by the loop)."""
 
@@ -79,7 +90,7 @@ class DurableOps(Protocol):
     def progress(self, note: str, fraction: float | None) -> Awaitable[None]: ...
 
     async def ask(
-        self, target: ClientTool | _ApprovalAsk, input: Any, within: timedelta | None
+        self, target: ClientTool | _ApprovalAsk | FormAsk, input: Any, within: timedelta | None
     ) -> Any: ...
 
 
@@ -236,4 +247,4 @@ class ToolContext:
         return answer
 
 
-__all__ = ["APPROVAL", "Decision", "DurableOps", "StepInfo", "ToolContext"]
+__all__ = ["APPROVAL", "Decision", "DurableOps", "FormAsk", "StepInfo", "ToolContext"]

@@ -27,7 +27,7 @@ from ..messages import JSONValue, Message, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
 from ..store.runs import run_key
-from . import drain, elsewhere, execution, outcomes, run_bounds
+from . import drain, elsewhere, execution, mcp, outcomes, run_bounds
 from .calls import TIMEOUT_KIND, CallResult, Plan, RunInterrupted, Turn, plan
 from .context import get_context
 from .crashpoints import crash_point
@@ -56,7 +56,10 @@ _SPECS: dict[int, tuple[Agent, list[ToolSpec]]] = {}
 
 def _tool_specs(agent: Agent) -> list[ToolSpec]:
     """The agent's tool specs, built once per agent (client tools render a JSON schema),
-    and shared by every run instead of a copy per parked session."""
+    and shared by every run instead of a copy per parked session; a run's own view (MCP
+    tools) builds its own."""
+    if agent.mcp_servers:
+        return [ToolSpec(name=n, description=d, parameters=p) for n, d, p in agent.tool_specs()]
     hit = _SPECS.get(id(agent))
     if hit is None or hit[0] is not agent:
         specs = [ToolSpec(name=n, description=d, parameters=p) for n, d, p in agent.tool_specs()]
@@ -194,6 +197,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[CallR
         return out, []
     messages = begun.messages
     del begun  # this frame stays alive while the run waits: keep only what it needs
+    agent = await mcp.for_run(agent)
     used_ids = {c.id for m in messages for c in m.tool_calls}
     prior_turns = sum(1 for m in messages if m.role == "assistant")
     tools = _tool_specs(agent)

@@ -56,6 +56,7 @@ EXPECTED_ALL = {
     # errors
     "AccessDeniedError",
     "AgentUnavailableError",
+    "MCPServerError",
     "ConfigurationError",
     "DatabaseUnavailableError",
     "DbosAgentsError",
@@ -115,6 +116,7 @@ def test_errors_module_has_the_documented_classes() -> None:
     assert {cls.__name__ for cls in ERROR_CLASSES} == {
         "AccessDeniedError",
         "AgentUnavailableError",
+        "MCPServerError",
         "DbosAgentsError",
         "DefinitionError",
         "InterruptFailedError",

@@ -91,7 +91,8 @@ def _check(agent: Agent, call: ToolCall) -> ToolResult | Planned:
             call.name,
             "unknown-tool",
             f"there is no tool named {call.name!r}; available: "
-            f"{', '.join(agent.tool_names()) or '-'}",
+            f"{', '.join(agent.tool_names()) or '-'}"
+            + "".join(f". {note}" for note in agent.unavailable),
         )
     try:
         raw = call.parsed_arguments()

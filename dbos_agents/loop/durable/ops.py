@@ -44,7 +44,7 @@ from ...outcome import RunSpec
 from ...store import deltas, pending, pg
 from ...store import durable as rows
 from ...store.retry import fetch_one, retry_transient
-from ...tool_context import Decision, StepInfo, _ApprovalAsk
+from ...tool_context import Decision, FormAsk, StepInfo, _ApprovalAsk
 from .. import drain
 from ..calls.base import RunInterrupted
 from ..calls.waiting import wait_for_submission
@@ -203,7 +203,7 @@ class Ops:
     # --- questions ---------------------------------------------------------------------------
 
     async def ask(
-        self, target: ClientTool | _ApprovalAsk, input: Any, within: timedelta | None
+        self, target: ClientTool | _ApprovalAsk | FormAsk, input: Any, within: timedelta | None
     ) -> Any:
         self._notes += 1  # the wait's number is its note's (``ask_id``)
         note = self._notes
@@ -216,6 +216,8 @@ class Ops:
             kind, name, schema = "approval", c.tool, None
             check_json(input, "the approval's input")
             arguments = input
+        elif isinstance(target, FormAsk):
+            kind, name, schema, arguments = "client", target.name, target.schema, target.arguments
         else:
             raise TypeError(f"ctx.ask takes a client tool or APPROVAL, got {target!r}")
         timeout = within or c.agent.wait_timeout(name)
@@ -247,6 +249,8 @@ class Ops:
         if delivery is None:
             raise AskTimeoutError(name, ask_id, timeout.total_seconds())
         await self._write(pending.resolve_stmt(c.spec["root_session_id"], ask_id), "resolve ask")
+        if isinstance(target, FormAsk):
+            return delivery
         if isinstance(delivery, ErrorDelivery):
             raise StepFailedError(f"ask {name}", "ClientError", delivery.error)
         if isinstance(target, ClientTool) and isinstance(delivery, ResultDelivery):

@@ -18,13 +18,15 @@ import json
 import logging
 import time
 import uuid
-from typing import Any, Final, TypedDict
+from typing import Any, Final, NotRequired, TypedDict
 
 from dbos import DBOS
 from pydantic import BaseModel
 
+from ...agent import Agent
 from ...errors import StepOutcomeUnknownError
 from ...ids import DURABLE_WORKFLOW_NAME, idempotency_key
+from ...mcp import ListedTool, MCPTool
 from ...messages import JSONValue
 from ...outcome import RunSpec
 from ...results import ToolResult, durability_error
@@ -56,6 +58,17 @@ class DurableJob(TypedDict):
     tool_call_id: str
     arguments: str
     turn: int
+    mcp: NotRequired[dict[str, JSONValue]]
+    """An MCP tool's server and recorded listing (``{"server", "tool"}``)."""
+
+
+def _tool(agent: Agent, job: DurableJob) -> Tool:
+    """The call's tool: the agent's own, or the MCP tool its run listed."""
+    ref = job.get("mcp")
+    if ref is None:
+        return agent.tools[job["tool"]]
+    listed = ListedTool.model_validate(ref["tool"])
+    return MCPTool(agent.mcp_servers[str(ref["server"])], listed, job["tool"])
 
 
 @DBOS.workflow(name=DURABLE_WORKFLOW_NAME)
@@ -70,7 +83,7 @@ async def _run(job: DurableJob) -> ToolResult:
     agent = ctx.agents.get(spec["agent"])
     if agent is None:  # recovered onto a worker that lacks the agent: back to the agent's queue
         await elsewhere.hand_back(spec)
-    tool = agent.tools[job["tool"]]
+    tool = _tool(agent, job)
     wf = DBOS.workflow_id
     assert wf is not None
     engine = ctx.ledger.ds.engine

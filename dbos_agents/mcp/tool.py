@@ -1,0 +1,195 @@
+"""An MCP server's tool as one of a run's tools: a durable tool whose body is the call.
+
+Each ``tools/call`` round is an inner step of the call's durable workflow, so the ledger's
+promises hold: at most once unless the server's policy says the tool may run again
+(``MCPServer.policy``); an unknown outcome after a crash is settled by the tool's ``verify``
+hook or reported to the model. A server's question (``input_required``) becomes a durable
+wait of the session (``ctx.ask``'s machinery: ``pending``, the inbox, the chat routes);
+its answer and the recorded ``requestState`` retry the call from whichever worker runs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+from pydantic import RootModel
+
+from ..delivery import ResultDelivery
+from ..errors import AskTimeoutError, MCPServerError, StepFailedError, StepOutcomeUnknownError
+from ..messages import JSONValue
+from ..tool_context import FormAsk, ToolContext
+from ..tools import Tool
+from . import wire
+from .server import ListedTool, MCPServer, Policy
+from .validate import check_arguments
+
+MAX_ROUNDS = 10
+"""Rounds of questions one call may take before it fails (the SDK's own default)."""
+UNKNOWN_RETRIES = 3
+"""Attempts of a call that may run again, when an attempt gets no answer."""
+
+
+class Arguments(RootModel[dict[str, JSONValue]]):
+    """An MCP call's arguments, checked against the server's schema (``validate``)."""
+
+
+class MCPToolError(Exception):
+    """The server answered the call with a tool error; the model reads its text."""
+
+
+class MCPTool(Tool[..., object]):
+    """One tool of a server's recorded list, under the name the model sees."""
+
+    def __init__(self, server: MCPServer, listed: ListedTool, name: str) -> None:
+        # Not ``Tool.__init__``: the schema is the server's, not a function's signature.
+        self.name = name
+        self.description = listed.description or f"{listed.name} (MCP server {server.name})"
+        self.safe_to_retry = False  # the call's rounds carry the policy (``self.policy``)
+        self.requires_approval = False
+        self.approval_timeout = None
+        self.durable = True
+        self.timeout = None
+        self.verify_fn = None
+        self.recovered_fn = None
+        self.fn = _not_callable
+        self.server = server
+        self.listed = listed
+        self.policy: Policy = server.policy(listed)
+
+    def __repr__(self) -> str:
+        return f"MCPTool({self.name!r}, server={self.server.name!r}, retry={self.policy.retry})"
+
+    @property
+    def input_schema(self) -> dict[str, JSONValue]:
+        return self.listed.input_schema
+
+    @property
+    def output_schema(self) -> dict[str, JSONValue] | None:
+        return None
+
+    def validate_arguments(self, arguments: dict[str, JSONValue]) -> Arguments:
+        check_arguments(self.listed.input_schema, arguments)
+        return Arguments(arguments)
+
+    async def run(self, ctx: ToolContext, args: Any) -> JSONValue:
+        """The call: rounds until the server answers (module doc)."""
+        arguments: dict[str, JSONValue] = args.root
+        responses: dict[str, JSONValue] | None = None
+        state: str | None = None
+        verified = False
+        for _ in range(MAX_ROUNDS):
+            try:
+                out = await ctx.step(
+                    f"tools/call {self.listed.name}",
+                    _round,
+                    self.server,
+                    self.listed.name,
+                    self.policy.retry,
+                    arguments,
+                    ctx.idempotency_key,
+                    responses,
+                    state,
+                    safe_to_retry=self.policy.retry,
+                )
+            except StepOutcomeUnknownError as exc:  # a crash mid-round
+                out = wire.Outcome(kind="unknown", error=str(exc))
+            except StepFailedError as exc:  # nothing was sent (the server is down)
+                raise MCPToolError(exc.detail) from None
+            if out.kind == "unknown":
+                if verified or self.listed.name not in self.server.verify:
+                    self._unknown(ctx, out.error)
+                settled = await ctx.step(
+                    f"verify {self.listed.name}",
+                    self.server.verify[self.listed.name],
+                    arguments,
+                    safe_to_retry=True,
+                )
+                if settled is not None:
+                    return settled
+                verified = True  # it did not happen: send the round again
+                continue
+            if out.kind == "result":
+                if out.is_error:
+                    raise MCPToolError(str(out.output))
+                return out.output
+            if out.kind == "stale":  # the server's key rotated or the state expired
+                responses, state = None, None
+                continue
+            responses, state = await self._answer(ctx, out), out.state
+        raise MCPServerError(
+            self.server.name, f"still asking for input after {MAX_ROUNDS} rounds", self.name
+        )
+
+    def _unknown(self, ctx: ToolContext, why: str | None) -> NoReturn:
+        raise StepOutcomeUnknownError(
+            f"tools/call {self.listed.name} on MCP server {self.server.name!r}"
+            + (f" ({why})" if why else ""),
+            1,
+            ctx.idempotency_key,
+        )
+
+    async def _answer(self, ctx: ToolContext, out: wire.Outcome) -> dict[str, JSONValue]:
+        """The server's questions, each a durable wait of the session; a form's answer is
+        ``accept`` with the submitted content, an error submitted is ``decline``, and no
+        answer before the deadline is ``cancel``."""
+        assert ctx.durable is not None
+        answers: dict[str, JSONValue] = {}
+        for key, request in out.requests.items():
+            method = request.get("method")
+            params = request.get("params")
+            p = params if isinstance(params, dict) else {}
+            if method == "roots/list":
+                answers[key] = {"roots": []}
+                continue
+            if method != "elicitation/create":
+                raise MCPServerError(
+                    self.server.name, f"asks for {method}, which dbos-agents does not answer"
+                )
+            schema = p.get("requestedSchema")
+            shown: dict[str, JSONValue] = {
+                "message": p.get("message", ""),
+                "server": self.server.name,
+                "tool": self.listed.name,
+            }
+            if p.get("mode") == "url":
+                shown["url"] = p.get("url")
+            ask = FormAsk(
+                self.name,
+                schema if isinstance(schema, dict) else {"type": "object", "properties": {}},
+                shown,
+            )
+            try:
+                delivery = await ctx.durable.ask(ask, None, None)
+            except AskTimeoutError:
+                answers[key] = {"action": "cancel"}
+                continue
+            if isinstance(delivery, ResultDelivery):
+                content = delivery.result if p.get("mode") != "url" else None
+                answers[key] = {"action": "accept", "content": content}
+            else:
+                answers[key] = {"action": "decline"}
+        return answers
+
+
+async def _round(
+    server: MCPServer,
+    tool: str,
+    retry: bool,
+    arguments: dict[str, JSONValue],
+    key: str,
+    responses: dict[str, JSONValue] | None,
+    state: str | None,
+) -> wire.Outcome:
+    """One round, as an inner step: a tool that may run again is sent again when no answer
+    came back; the others report the unknown outcome. (A module function: the step's
+    output type is read once per function, not once per run's tool object.)"""
+    out = await wire.call(server, tool, arguments, key, responses, state)
+    tries = 1
+    while out.kind == "unknown" and retry and tries < UNKNOWN_RETRIES:
+        tries += 1
+        out = await wire.call(server, tool, arguments, key, responses, state)
+    return out
+
+
+def _not_callable(*_args: object, **_kwargs: object) -> NoReturn:
+    raise TypeError("an MCP tool is called by a run (through its agent), not directly")

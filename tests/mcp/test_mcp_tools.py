@@ -1,0 +1,113 @@
+"""An MCP server's tools through a real worker: listed once per run and recorded, called
+with the idempotency key in ``_meta``, tool errors read by the model, bad arguments stopped
+before the server, a server's question answered through the session's pending waits."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from dbos_agents.ids import idempotency_key
+from dbos_agents.testing import CrashHarness, WorkerProcess
+
+from .conftest import McpServerProcess
+
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def worker(harness: CrashHarness) -> Iterator[WorkerProcess]:
+    w = harness.start_worker()
+    w.wait_ready()
+    yield w
+    w.stop()
+
+
+def _run(h: CrashHarness, agent: str, args: dict[str, object]) -> tuple[str, str]:
+    sid = h.client.start(agent, json.dumps(args))
+    info = h.client.wait(sid, timeout=60)
+    assert info.status == "completed", info
+    return sid, info.final_output or ""
+
+
+def _key(h: CrashHarness, sid: str) -> str:
+    (call,) = h.client.tool_calls(sid)
+    assert call.idempotency_key == idempotency_key(sid, call.tool_call_id)
+    return call.idempotency_key
+
+
+def test_a_destructive_tool_runs_once_with_the_call_key_in_meta(
+    harness: CrashHarness, worker: WorkerProcess, mcp_server: McpServerProcess
+) -> None:
+    sid, out = _run(harness, "call_create_ticket", {"title": "printer on fire"})
+    assert out == "tool said: ticket opened: printer on fire"
+    assert mcp_server.executions("create_ticket", _key(harness, sid)) == 1
+
+
+def test_structured_results_reach_the_model_as_json(
+    harness: CrashHarness, worker: WorkerProcess
+) -> None:
+    _, out = _run(harness, "call_lookup", {"query": "ada@example.com"})
+    assert json.loads(out.removeprefix("tool said: ")) == {
+        "query": "ada@example.com",
+        "customer": "Ada",
+    }
+
+
+def test_a_tool_error_is_the_model_s_to_read(harness: CrashHarness, worker: WorkerProcess) -> None:
+    sid, out = _run(harness, "call_broken", {})
+    (call,) = harness.client.tool_calls(sid)
+    assert (call.kind, call.status, call.error_kind) == ("durable", "failed", "tool-error")
+    assert "Error executing tool broken" in out, out
+
+
+def test_arguments_that_fail_the_server_schema_never_reach_it(
+    harness: CrashHarness, worker: WorkerProcess, mcp_server: McpServerProcess
+) -> None:
+    before = mcp_server.executions("create_ticket")
+    _, out = _run(harness, "call_create_ticket", {"title": 42})
+    assert "invalid-arguments" in out and "title" in out, out
+    assert mcp_server.executions("create_ticket") == before
+
+
+def test_the_tool_list_is_read_once_per_run_and_recorded(
+    harness: CrashHarness, worker: WorkerProcess
+) -> None:
+    sid, _ = _run(harness, "call_lookup", {"query": "x"})
+    with harness.client.engine.connect() as conn:
+        steps = conn.execute(
+            sa.text(
+                "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = :w"
+                " AND function_name = 'dbos_agents.mcp.tools.v1'"
+            ),
+            {"w": sid},
+        ).scalar_one()
+    assert steps == 1
+
+
+def test_a_server_question_is_a_pending_wait_answered_by_a_submit(
+    harness: CrashHarness, worker: WorkerProcess, mcp_server: McpServerProcess
+) -> None:
+    sid = harness.client.start("call_refund", json.dumps({"cents": 250}))
+    deadline = time.monotonic() + 30
+    waits = []
+    while time.monotonic() < deadline and not waits:
+        waits = harness.client.pending(session_id=sid)
+        time.sleep(0.1)
+    (wait,) = waits
+    assert wait.tool == "refund" and wait.kind == "client"
+    assert isinstance(wait.arguments, dict)
+    assert wait.arguments["message"] == "Refund 250 cents?"
+    assert wait.output_schema is not None and "approve" in wait.output_schema["properties"]
+    assert mcp_server.executions("refund", _key(harness, sid)) == 0  # asked, not run
+    outcome = harness.client.submit_tool_result(
+        sid, wait.tool_call_id, result={"approve": True, "note": "by test"}
+    )
+    assert outcome.status == "accepted"
+    info = harness.client.wait(sid, timeout=60)
+    assert info.final_output == "tool said: refunded 250 cents (by test)", info
+    assert mcp_server.executions("refund", _key(harness, sid)) == 1
