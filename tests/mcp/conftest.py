@@ -28,11 +28,12 @@ class McpServerProcess:
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.popen: subprocess.Popen[bytes] | None = None
 
-    def start(self, variant: str = "a") -> None:
+    def start(self, variant: str = "a", state_key: str | None = None) -> None:
+        key = ["--state-key", state_key] if state_key else []
         with open(self.log, "ab") as log:
             self.popen = subprocess.Popen(
                 [sys.executable, "-m", "tests.mcp.server_app", "--witness", str(self.witness),
-                 "--port", str(self.port), "--variant", variant],
+                 "--port", str(self.port), "--variant", variant, *key],
                 cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         deadline = time.monotonic() + 30
@@ -51,9 +52,9 @@ class McpServerProcess:
             self.popen.wait(10)
             self.popen = None
 
-    def restart(self, variant: str = "a") -> None:
+    def restart(self, variant: str = "a", state_key: str | None = None) -> None:
         self.stop()
-        self.start(variant)
+        self.start(variant, state_key)
 
     def executions(self, tool: str, key: str | None = None) -> int:
         """How many times the server ran ``tool`` (for the call with idempotency ``key``)."""
