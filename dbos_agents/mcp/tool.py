@@ -110,7 +110,7 @@ class MCPTool(Tool[..., object]):
                 continue
             if out.kind == "result":
                 if out.is_error:
-                    raise MCPToolError(str(out.output))
+                    raise MCPToolError(f"MCP server {self.server.name!r}: {out.output}")
                 return out.output
             if out.kind == "stale":  # the server's key rotated or the state expired
                 responses, state = None, None

@@ -31,7 +31,7 @@ def server() -> MCPServer:
 def _respond(request: ModelRequest) -> str | ModelResponse:
     turn = sum(1 for m in request.messages if m.role == "assistant")
     if turn == 0:
-        tool = request.agent.removeprefix("call_")
+        tool = request.agent.removeprefix("call_").removeprefix("down_").removeprefix("hurry_")
         first = next(m for m in request.messages if m.role == "user")
         return calls(call(tool, json.loads(first.content or "{}")))
     tool_msg = next(m for m in reversed(request.messages) if m.role == "tool")
@@ -47,4 +47,9 @@ def _on_call(request: ModelRequest) -> None:
 def runtime() -> AgentRuntime:
     desk = server()
     agents = [Agent(f"call_{t}", tools=[desk], tool_timeout=timedelta(minutes=10)) for t in TOOLS]
+    # a server nobody listens for: its runs go on without its tools
+    gone = MCPServer("http://127.0.0.1:9/mcp", name="gone", timeout=timedelta(seconds=2))
+    agents.append(Agent("down_lookup", tools=[gone]))
+    # questions time out fast: no answer is a cancel
+    agents.append(Agent("hurry_refund", tools=[desk], tool_timeout=timedelta(seconds=2)))
     return AgentRuntime(agents, ScriptedModel(respond=_respond, on_call=_on_call))

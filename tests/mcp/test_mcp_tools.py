@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from dbos_agents.ids import idempotency_key
+from dbos_agents.records import PendingCall
 from dbos_agents.testing import CrashHarness, WorkerProcess
 
 from .conftest import McpServerProcess
@@ -111,3 +112,45 @@ def test_a_server_question_is_a_pending_wait_answered_by_a_submit(
     info = harness.client.wait(sid, timeout=60)
     assert info.final_output == "tool said: refunded 250 cents (by test)", info
     assert mcp_server.executions("refund", _key(harness, sid)) == 1
+
+
+def test_a_declined_question_goes_back_to_the_server_as_declined(
+    harness: CrashHarness, worker: WorkerProcess, mcp_server: McpServerProcess
+) -> None:
+    sid = harness.client.start("call_refund", json.dumps({"cents": 9}))
+    deadline = time.monotonic() + 30
+    waits: list[PendingCall] = []
+    while time.monotonic() < deadline and not waits:
+        waits = harness.client.pending(session_id=sid)
+        time.sleep(0.1)
+    (wait,) = waits
+    harness.client.submit_tool_result(sid, wait.tool_call_id, error="the customer said no")
+    info = harness.client.wait(sid, timeout=60)
+    (call,) = harness.client.tool_calls(sid)
+    # the server's tool asked with an unwrapped model: a decline aborts its call
+    assert call.error_kind == "tool-error", call
+    assert "elicitation was decline" in (info.final_output or ""), info.final_output
+    assert mcp_server.executions("refund", call.idempotency_key) == 0
+
+
+def test_an_unanswered_question_is_cancelled_at_its_deadline(
+    harness: CrashHarness, worker: WorkerProcess, mcp_server: McpServerProcess
+) -> None:
+    sid = harness.client.start("hurry_refund", json.dumps({"cents": 9}))
+    info = harness.client.wait(sid, timeout=60)
+    (call,) = harness.client.tool_calls(sid)
+    assert call.error_kind == "tool-error", call
+    assert "elicitation was cancel" in (info.final_output or ""), info.final_output
+    assert mcp_server.executions("refund", call.idempotency_key) == 0
+
+
+def test_a_server_down_when_the_run_starts_leaves_the_model_a_clear_note(
+    harness: CrashHarness, worker: WorkerProcess
+) -> None:
+    sid = harness.client.start("down_lookup", json.dumps({"query": "q"}))
+    info = harness.client.wait(sid, timeout=60)
+    assert info.status == "completed", info
+    (call,) = harness.client.tool_calls(sid)
+    assert call.error_kind == "unknown-tool", call
+    out = info.final_output or ""
+    assert "MCP server 'gone'" in out and "unavailable in this run" in out, out
