@@ -5,13 +5,13 @@ takes ``--json``, and reports errors as one line with a code and a documented ex
 
 Modules: ``base`` (errors, exit codes, database resolution, progress), ``ops`` (migrate,
 worker, serve, demo), ``operator`` (submit, fail, pending, interrupt), ``sessions`` (start,
-send, sessions, show, follow), ``db`` (the embedded Postgres: url, start, stop, status),
+send, sessions, show, follow), ``db`` (the embedded Postgres: url, start, stop, status), ``mcp_tools`` (``mcp tools``),
 ``follow`` and ``render``.
 """
 
 from __future__ import annotations
 
-from . import db, forks, operator, ops, sessions  # noqa: F401  (they register their commands)
+from . import db, forks, mcp_tools, operator, ops, sessions  # noqa: F401  (they register their commands)
 from .base import EXIT_CODES, app
 
 

@@ -56,6 +56,7 @@ EXIT_CODES: dict[str, int] = {
     "TURN_NOT_FOUND": 15,
     "DEMO_FAILED": 16,
     "AGENT_UNAVAILABLE": 17,
+    "MCP_SERVER_ERROR": 18,
     "interrupted": 130,
 }
 """Exit status per error code or outcome (docs/cli.md lists them). Lower-case keys are
@@ -67,7 +68,8 @@ EXIT_CODES_HELP = (
     " 4 unknown_tool_call, 5 late_answer_after_timeout, 6 INVALID_RESULT, 7 INVALID_REQUEST,"
     " 8 SESSION_NOT_FOUND, 9 DATABASE_UNAVAILABLE, 10 UNKNOWN_AGENT, 11 SESSION_BUSY,"
     " 12 INTERRUPT_FAILED, 13 a followed run ended but did not complete, 14 PORT_IN_USE,"
-    " 15 TURN_NOT_FOUND, 16 DEMO_FAILED, 17 AGENT_UNAVAILABLE, 130 Ctrl-C."
+    " 15 TURN_NOT_FOUND, 16 DEMO_FAILED, 17 AGENT_UNAVAILABLE, 18 MCP_SERVER_ERROR,"
+    " 130 Ctrl-C."
 )
 
 

@@ -160,11 +160,11 @@ class MCPServer:
     def policy(self, tool: ListedTool) -> Policy:
         """Whether a call of ``tool`` runs again after a crash mid-call (module doc)."""
         if tool.name in self.safe_to_retry:
-            return Policy(True, "safe_to_retry")
+            return Policy(True, "in safe_to_retry")
         h = tool.hints
         if h.read_only or h.idempotent:
             said = "readOnlyHint" if h.read_only else "idempotentHint"
             if self.trust_hints:
-                return Policy(True, f"{said} (trusted server)")
-            return Policy(False, f"at most once ({said} ignored: trust_hints=False)")
-        return Policy(False, "at most once")
+                return Policy(True, f"{said} of a trusted server")
+            return Policy(False, f"{said} ignored: trust_hints=False")
+        return Policy(False, "neither readOnlyHint nor idempotentHint")

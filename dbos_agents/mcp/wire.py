@@ -68,6 +68,8 @@ class _Connection:
                 self.ready.set_exception(exc)
 
     async def close(self) -> None:
+        if self.ready.done() and not self.ready.cancelled():
+            self.ready.exception()  # seen: reported by whoever waited for it
         self._stop.set()
         with contextlib.suppress(BaseException):
             await self._task

@@ -44,7 +44,7 @@ def test_hints_count_only_from_a_trusted_server() -> None:
     trusted = MCPServer("http://x/mcp", name="x", trust_hints=True, safe_to_retry={"mine"})
     for t in (listed("r", read_only=True), listed("i", idempotent=True)):
         assert untrusted.policy(t).retry is False
-        assert "ignored" in untrusted.policy(t).reason
+        assert "ignored: trust_hints=False" in untrusted.policy(t).reason
         assert trusted.policy(t).retry is True
     assert trusted.policy(listed("d", destructive=True)).retry is False
     assert trusted.policy(listed("mine", destructive=True)).retry is True  # the user says so
