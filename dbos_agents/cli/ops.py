@@ -124,13 +124,19 @@ def serve(
         help="server processes on the one port, each with its own event loop and connections"
         " (default 1, or DBOS_AGENTS_SERVER_WORKERS)",
     ),
+    mcp: bool = typer.Option(
+        False,
+        "--mcp",
+        help="also serve the agents as MCP tools at /mcp (streamable HTTP; needs the mcp"
+        " extra and DBOS_AGENTS_SERVER_SECRET; docs/mcp-serve.md)",
+    ),
     database_url: str | None = DbUrl,
     as_json: bool = AsJson,
 ) -> None:
     """Run the HTTP API (stateless; run as many as you like behind a load balancer).
 
-    It needs --auth or --allow-unauthenticated (or their settings). SIGTERM shuts it down
-    gracefully (exit 0). With --json only errors change (one JSON document).
+    It needs --auth or --allow-unauthenticated (or their settings). --mcp also serves the
+    agents as MCP tools (same auth). SIGTERM shuts it down gracefully (exit 0). With --json only errors change (one JSON document).
     """
     from ..server import ServerSettings
     from ..server import serve as run_server
@@ -147,6 +153,8 @@ def serve(
         overrides["database_url"] = database_url
     if workers is not None:
         overrides["workers"] = workers
+    if mcp:
+        overrides["mcp"] = True
     if auth is not None:
         overrides["authenticate"] = auth  # how the processes of --workers find it
     settings = ServerSettings(**overrides)

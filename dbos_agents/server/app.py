@@ -6,8 +6,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Response
@@ -100,6 +100,8 @@ def create_app(
 
     ctx.metrics.watch_pending(pending_summary)
     ctx.metrics.watch_queued(lambda: None if ctx.client is None else ctx.client.sync.queued_runs())
+    running: list[Callable[[], AbstractAsyncContextManager[None]]] = []
+    """What the lifespan enters after the client: the MCP session manager, when served."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -109,7 +111,10 @@ def create_app(
             ctx.client = await AsyncAgentClient.connect(url)
             ctx.owns_client = True
         try:
-            yield
+            async with AsyncExitStack() as stack:
+                for run in running:
+                    await stack.enter_async_context(run())
+                yield
         finally:
             if ctx.owns_client and ctx.client is not None:
                 await ctx.client.aclose()
@@ -131,6 +136,8 @@ def create_app(
         install_inbox(app, ctx)
     if settings.chat_page:
         install_chat_page(app)
+    if settings.mcp:
+        running.append(_install_mcp(app, ctx))
     if settings.metrics_enabled:
 
         @app.get("/metrics", tags=["operations"], response_class=Response)
@@ -155,6 +162,23 @@ def create_app(
         )
     _publish_400_not_422(app)
     return app
+
+
+def _install_mcp(
+    app: FastAPI, ctx: ServerContext
+) -> Callable[[], AbstractAsyncContextManager[None]]:
+    """``settings.mcp``: agents as MCP tools (``server/mcp/``, docs/mcp-serve.md). The
+    ``mcp`` SDK is an optional extra, imported only here."""
+    try:
+        from .mcp.mount import install
+    except ImportError as exc:
+        if exc.name is None or exc.name.partition(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise ConfigurationError(
+            "serving agents as MCP tools (--mcp, DBOS_AGENTS_SERVER_MCP) needs the mcp SDK:"
+            " pip install 'dbos-agents[mcp]'"
+        ) from exc
+    return install(app, ctx)
 
 
 def _publish_400_not_422(app: FastAPI) -> None:

@@ -79,7 +79,7 @@ class ServerContext:
             principal = await call_hook(self.authenticate, request, operation, session_id)
             if principal is not None:
                 if session_id is not None:
-                    await self._check_owner(principal, session_id, seen)
+                    await self.check_owner(principal, session_id, seen)
                 return Access(via="hook", principal=principal)
         if session_id is None:
             if self.settings.allow_unauthenticated:
@@ -126,7 +126,7 @@ class ServerContext:
             return Access(via="anonymous")
         raise unauthorized("not authenticated")
 
-    async def _check_owner(self, principal: Principal, session_id: str, seen: Seen | None) -> None:
+    async def check_owner(self, principal: Principal, session_id: str, seen: Seen | None) -> None:
         """The principal's user and tenant, checked by the scoped client's one rule
         (``AccessDeniedError``: 403 ``ACCESS_DENIED``); a principal naming neither may act
         on any session."""

@@ -99,6 +99,22 @@ class ServerSettings(BaseSettings):
     """Origins whose pages may call the API from a browser (CORS), e.g. a chat UI served
     elsewhere; ``DBOS_AGENTS_SERVER_CORS_ORIGINS`` takes a comma-separated list or a JSON
     array. Empty (the default): no CORS headers, only same-origin pages."""
+    mcp: bool = False
+    """Serve agents as MCP tools at ``mcp_path`` over streamable HTTP (``serve --mcp``;
+    docs/mcp-serve.md). Needs the ``mcp`` extra and ``secret``: the key that seals each
+    call's ``requestState`` is derived from it, so every server process must share it."""
+    mcp_path: str = "/mcp"
+    """Where the MCP endpoint is mounted."""
+    mcp_agents: Annotated[list[str] | None, NoDecode] = None
+    """The agents offered as MCP tools: names, or ``module:attr`` of an ``Agent`` (or a list
+    of them), whose description becomes the tool's. None: every agent the workers publish
+    (within ``agents`` when that is set). ``DBOS_AGENTS_SERVER_MCP_AGENTS`` takes a
+    comma-separated list or a JSON array."""
+    mcp_max_wait_sec: float = Field(default=240.0, gt=0, allow_inf_nan=False)
+    """How long one MCP ``tools/call`` waits for the run before it answers "still running"
+    (an ``input_required`` result holding only the state: the client calls again)."""
+    mcp_state_ttl_sec: float = Field(default=24 * 3600.0, gt=0, allow_inf_nan=False)
+    """How long a sealed ``requestState`` handed to an MCP client stays valid."""
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     workers: int = Field(default=1, ge=1)
@@ -107,9 +123,9 @@ class ServerSettings(BaseSettings):
     needs the hook named in ``authenticate``, not passed in code."""
     log_level: str = "info"
 
-    @field_validator("cors_origins", mode="before")
+    @field_validator("cors_origins", "mcp_agents", mode="before")
     @classmethod
-    def _split_origins(cls, value: object) -> object:
+    def _split_list(cls, value: object) -> object:
         if isinstance(value, str):
             text = value.strip()
             if text.startswith("["):
