@@ -6,6 +6,5 @@ through durable waits. Needs the ``mcp`` extra: ``pip install 'dbos-agents[mcp]'
 from __future__ import annotations
 
 from .server import Hints, ListedTool, Listing, MCPServer, Policy, Verify
-from .tool import MCPTool
 
-__all__ = ["Hints", "ListedTool", "Listing", "MCPServer", "MCPTool", "Policy", "Verify"]
+__all__ = ["Hints", "ListedTool", "Listing", "MCPServer", "Policy", "Verify"]

@@ -10,9 +10,9 @@ its answer and the recorded ``requestState`` retry the call from whichever worke
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from pydantic import RootModel
+from pydantic import BaseModel, RootModel
 
 from ..delivery import ResultDelivery
 from ..errors import AskTimeoutError, MCPServerError, StepFailedError, StepOutcomeUnknownError
@@ -71,9 +71,10 @@ class MCPTool(Tool[..., object]):
         check_arguments(self.listed.input_schema, arguments)
         return Arguments(arguments)
 
-    async def run(self, ctx: ToolContext, args: Any) -> JSONValue:
+    async def run(self, ctx: ToolContext, args: BaseModel) -> JSONValue:
         """The call: rounds until the server answers (module doc)."""
-        arguments: dict[str, JSONValue] = args.root
+        assert isinstance(args, Arguments)
+        arguments = args.root
         responses: dict[str, JSONValue] | None = None
         state: str | None = None
         verified = False

@@ -138,8 +138,20 @@ async def _drop(server: MCPServer) -> None:
 
 
 async def close_all() -> None:
-    """Close this loop's connections (stdio servers' processes end with them)."""
-    pool = _POOL.pop(asyncio.get_running_loop(), {})
+    """Close every loop's connections (stdio servers' processes end with them): a
+    runtime's shutdown, whose loop need not be the one its workflows ran on."""
+    here = asyncio.get_running_loop()
+    for loop, pool in list(_POOL.items()):
+        _POOL.pop(loop, None)
+        if loop is here:
+            await _close(pool)
+        elif loop.is_running():
+            done = asyncio.run_coroutine_threadsafe(_close(pool), loop)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.wrap_future(done), 5.0)
+
+
+async def _close(pool: dict[int, _Connection]) -> None:
     await asyncio.gather(*(c.close() for c in pool.values()))
 
 

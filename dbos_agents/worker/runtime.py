@@ -368,6 +368,10 @@ class AgentRuntime:
         next launch. DBOS stops first and the context goes last, so a workflow finishing a
         step during ``workflow_completion_timeout_sec`` still finds its runtime."""
         await self.leave()
+        if any(a.mcp_servers for a in self.agents.values()):
+            from ..mcp import wire
+
+            await wire.close_all()  # stdio servers' processes end with their connections
         for watch in (self._listen_watch, self._start_watch):
             if watch is not None:
                 await asyncio.to_thread(watch.stop)

@@ -12,7 +12,7 @@ from dbos import error as dbos_errors
 
 from ...agent import Agent
 from ...ids import durable_workflow_id
-from ...mcp import MCPTool
+from ...mcp.tool import MCPTool
 from ...results import ToolResult
 from ...store.calls import CallKind
 from ..durable.workflow import INTERRUPTED, DurableJob, durable_tool_workflow

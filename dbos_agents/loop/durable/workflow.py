@@ -26,7 +26,8 @@ from pydantic import BaseModel
 from ...agent import Agent
 from ...errors import StepOutcomeUnknownError
 from ...ids import DURABLE_WORKFLOW_NAME, idempotency_key
-from ...mcp import ListedTool, MCPTool
+from ...mcp import ListedTool
+from ...mcp.tool import MCPTool
 from ...messages import JSONValue
 from ...outcome import RunSpec
 from ...results import ToolResult, durability_error
