@@ -82,6 +82,12 @@ def turn_is_new(run_seq: int, turn: int) -> bool:
     return cell is not None and turn > cell.recorded_upto.get(run_seq, turn)
 
 
+def peek_turn(run_seq: int, turn: int) -> TurnRecord | None:
+    """A turn read ahead, left for ``recorded_turn`` (the run's MCP tool lists, before it)."""
+    cell = _current.get()
+    return None if cell is None else cell.turns.get((run_seq, turn))
+
+
 def recorded_turn(run_seq: int, turn: int) -> TurnRecord | None:
     """A turn's output read ahead (``read_ahead``), once; None: read it as usual."""
     cell = _current.get()

@@ -23,6 +23,7 @@ from dbos import AsyncSQLAlchemyDatasource
 from pydantic import BaseModel, Field
 
 from ..agent import Agent
+from ..mcp.server import Listing
 from ..messages import JSONValue, Message, ModelResponse, ToolCall
 from ..outcome import RunSpec
 from ..results import ToolResult
@@ -86,6 +87,8 @@ class TurnRecord(BaseModel):
     """Late-answer notices delivered just before this turn's model call."""
     deadlines: dict[str, float] = Field(default_factory=dict)
     """The absolute deadline of each wait the turn opened, by call id."""
+    tools: list[Listing] | None = None
+    """The MCP servers' tool lists the run saw (its first turn only; ``loop.mcp``)."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +232,7 @@ class Ledger:
         opened: Opened,
         expect_notices: bool,
         deltas: list[deltas_table.Delta] | None = None,
+        tools: list[Listing] | None = None,
     ) -> TurnRecord:
         """The model turn's one write (a plain transaction, no checkpoint of its own): the
         previous turn's results, late-answer notices, this turn's assistant message, ledger
@@ -263,14 +267,16 @@ class Ledger:
 
         async def write() -> TurnRecord:
             if not expect_notices:  # the common case: one script, one round trip
-                record = TurnRecord(response=response, deadlines=opened.deadlines)
+                record = TurnRecord(response=response, deadlines=opened.deadlines, tools=tools)
                 await pg.script(self.ds.engine, [*head, *rest(record)])
                 return record
             async with pg.transaction(self.ds.engine) as batch:
                 await batch.send_all(head)
                 late = await batch.send(pending.take_late_answers_stmt(sid))
                 notices = late_notices(await late.fetchall())
-                record = TurnRecord(response=response, notices=notices, deadlines=opened.deadlines)
+                record = TurnRecord(
+                    response=response, notices=notices, deadlines=opened.deadlines, tools=tools
+                )
                 await batch.send_all(rest(record))
                 return record
 

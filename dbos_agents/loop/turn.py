@@ -25,6 +25,7 @@ from dbos import DBOS
 from .. import _dbos, storable
 from ..agent import Agent
 from ..ids import idempotency_key
+from ..mcp.server import Listing
 from ..messages import Message, ToolCall
 from ..models.base import ModelRequest
 from ..outcome import RunSpec
@@ -93,6 +94,7 @@ async def model_turn(
     used_ids: set[str],
     namespace: str,
     late_possible: bool,
+    tools: list[Listing] | None = None,
 ) -> Turned:
     """One model turn, recorded (see the module doc); raises ``RunInterrupted`` when the
     run was fenced off before its turn was recorded.
@@ -176,6 +178,7 @@ async def model_turn(
                 opened,
                 expect_notices=bool(notices),
                 deltas=reply.rows,
+                tools=tools,
             )
         except RunFenced:
             if reply.stream is not None:

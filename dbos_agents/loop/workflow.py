@@ -197,9 +197,10 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[CallR
         return out, []
     messages = begun.messages
     del begun  # this frame stays alive while the run waits: keep only what it needs
-    agent = await mcp.for_run(agent)
     used_ids = {c.id for m in messages for c in m.tool_calls}
     prior_turns = sum(1 for m in messages if m.role == "assistant")
+    own = agent
+    agent, listings = await mcp.for_run(spec, own, prior_turns + 1)
     tools = _tool_specs(agent)
     namespace = (
         ""
@@ -230,7 +231,15 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[CallR
         )
         try:
             turned = await model_turn(
-                spec, agent, turn_no, request, unrecorded, used_ids, namespace, late_possible
+                spec,
+                agent,
+                turn_no,
+                request,
+                unrecorded,
+                used_ids,
+                namespace,
+                late_possible,
+                listings if turns == 0 else None,
             )
         except ModelError as exc:
             status, error = "failed", str(exc)
@@ -246,6 +255,10 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[CallR
         crash_point("after_model_step")
         unrecorded = []
         record = turned.record
+        if turns == 0 and listings is not None and record.tools not in (None, listings):
+            # another execution recorded this turn first, with the lists it saw
+            agent = mcp.view(own, record.tools)
+            tools = _tool_specs(agent)
         response = record.response
         messages.extend(record.notices)
         turns += 1

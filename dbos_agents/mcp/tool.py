@@ -1,11 +1,13 @@
-"""An MCP server's tool as one of a run's tools: a durable tool whose body is the call.
+"""An MCP server's tool as one of a run's tools.
 
-Each ``tools/call`` round is an inner step of the call's durable workflow, so the ledger's
-promises hold: at most once unless the server's policy says the tool may run again
-(``MCPServer.policy``); an unknown outcome after a crash is settled by the tool's ``verify``
-hook or reported to the model. A server's question (``input_required``) becomes a durable
-wait of the session (``ctx.ask``'s machinery: ``pending``, the inbox, the chat routes);
-its answer and the recorded ``requestState`` retry the call from whichever worker runs it.
+The loop makes the call's first ``tools/call`` round under the at-most-once guard of a
+server tool (``loop/calls/mcp.py``: ``round``, then ``settle``). A server that asks
+questions first hands the call to a continuation, a durable tool whose body is ``run``:
+each question a durable wait of the session (``ctx.ask``'s machinery: ``pending``, the
+inbox, the chat routes), each later round an inner step, at most once unless the server's
+policy says the tool may run again (``MCPServer.policy``); the answers and the recorded
+``requestState`` retry the call from whichever worker runs it. An unknown outcome is
+settled by the tool's ``verify`` hook or reported to the model.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pydantic import BaseModel, RootModel
 from ..delivery import ResultDelivery
 from ..errors import AskTimeoutError, MCPServerError, StepFailedError, StepOutcomeUnknownError
 from ..messages import JSONValue
+from ..results import ToolResult, durability_error
 from ..tool_context import FormAsk, ToolContext
 from ..tools import Tool
 from . import wire
@@ -40,11 +43,12 @@ class MCPToolError(Exception):
 class MCPTool(Tool[..., object]):
     """One tool of a server's recorded list, under the name the model sees."""
 
-    def __init__(self, server: MCPServer, listed: ListedTool, name: str) -> None:
+    def __init__(
+        self, server: MCPServer, listed: ListedTool, name: str, first: wire.Outcome | None = None
+    ) -> None:
         # Not ``Tool.__init__``: the schema is the server's, not a function's signature.
         self.name = name
         self.description = listed.description or f"{listed.name} (MCP server {server.name})"
-        self.safe_to_retry = False  # the call's rounds carry the policy (``self.policy``)
         self.requires_approval = False
         self.approval_timeout = None
         self.durable = True
@@ -55,6 +59,63 @@ class MCPTool(Tool[..., object]):
         self.server = server
         self.listed = listed
         self.policy: Policy = server.policy(listed)
+        self.safe_to_retry = self.policy.retry
+        self.first = first
+        """The first round's questions, in a continuation (``run`` starts from them)."""
+
+    def ref(self, first: wire.Outcome | None = None) -> dict[str, JSONValue]:
+        """What a continuation needs to rebuild this tool (``DurableJob.mcp``)."""
+        out: dict[str, JSONValue] = {
+            "server": self.server.name,
+            "tool": self.listed.model_dump(mode="json"),
+        }
+        if first is not None:
+            out["first"] = first.model_dump(mode="json")
+        return out
+
+    async def round(
+        self,
+        arguments: dict[str, JSONValue],
+        key: str,
+        responses: dict[str, JSONValue] | None = None,
+        state: str | None = None,
+    ) -> wire.Outcome:
+        """One ``tools/call`` round (a tool that may run again is sent again when no answer
+        came back)."""
+        return await _round(
+            self.server, self.listed.name, self.policy.retry, arguments, key, responses, state
+        )
+
+    async def settle(
+        self, cid: str, arguments: dict[str, JSONValue], key: str, out: wire.Outcome
+    ) -> ToolResult | wire.Outcome:
+        """A first round's outcome as the call's result; the questions it asks are given
+        back (for a continuation). An unknown outcome goes to ``verify``: its result if the
+        effect happened, else the round once more; without a hook it is the model's
+        durability error."""
+        if out.kind == "unknown" and not self.policy.retry:
+            hook = self.server.verify.get(self.listed.name)
+            if hook is None:
+                return durability_error(cid, self.name, out.error)
+            try:
+                done = await hook(arguments)
+            except Exception as exc:
+                return durability_error(
+                    cid, self.name, f"verify failed: {type(exc).__name__}: {exc}"
+                )
+            if done is not None:
+                return ToolResult.success(cid, self.name, done, verified=True)
+            out = await self.round(arguments, key)
+        if out.kind == "input":
+            return out
+        if out.kind == "result" and not out.is_error:
+            return ToolResult.success(cid, self.name, out.output)
+        if out.kind == "unknown" and not self.policy.retry:
+            return durability_error(cid, self.name, out.error)
+        text = out.output if out.kind == "result" else out.error
+        return ToolResult.failure(
+            cid, self.name, "tool-error", f"MCP server {self.server.name!r}: {text}"
+        )
 
     def __repr__(self) -> str:
         return f"MCPTool({self.name!r}, server={self.server.name!r}, retry={self.policy.retry})"
@@ -77,6 +138,8 @@ class MCPTool(Tool[..., object]):
         arguments = args.root
         responses: dict[str, JSONValue] | None = None
         state: str | None = None
+        if self.first is not None:  # a continuation: the first round asked these
+            responses, state = await self._answer(ctx, self.first), self.first.state
         verified = False
         for _ in range(MAX_ROUNDS):
             try:

@@ -19,22 +19,25 @@ from .conftest import McpServerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
-# (crash point in the call's tools/call step, executions of the tool after the recovery,
-# whether the model reads the result or an unknown outcome), per policy
+# (crash point of the call's attempt, executions of the tool after the recovery, whether
+# the model reads the result or an unknown outcome), per policy
 AT_MOST_ONCE = {
-    "inner_step_marked:1": (0, "unknown"),
-    "inner_step_ran:1": (1, "unknown"),
-    "inner_step_recorded:1": (1, "result"),
+    "after_dispatch_mark": (0, "unknown"),
+    "after_handler": (1, "unknown"),
+    "after_tool_result": (1, "result"),
 }
 RUN_AGAIN = {
-    "inner_step_marked:1": (1, "result"),
-    "inner_step_ran:1": (2, "result"),
-    "inner_step_recorded:1": (1, "result"),
+    "after_dispatch_mark": (1, "result"),
+    "after_handler": (2, "result"),
+    "after_tool_result": (1, "result"),
 }
 CASES = [
     ("create_ticket", {"title": "t"}, "ticket opened: t", AT_MOST_ONCE),
     ("lookup", {"query": "q"}, '"customer":"Ada"', RUN_AGAIN),
     ("set_status", {"ticket": "T1", "status": "closed"}, "T1 is closed", RUN_AGAIN),
+    # the server asked a question, and the worker died before a continuation asked it:
+    # the call's outcome is unknown (nothing ran on the server, but nothing says so)
+    ("refund", {"cents": 1}, "refunded", {"after_handler": (0, "unknown")}),
 ]
 
 

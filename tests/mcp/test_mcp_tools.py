@@ -62,7 +62,7 @@ def test_structured_results_reach_the_model_as_json(
 def test_a_tool_error_is_the_model_s_to_read(harness: CrashHarness, worker: WorkerProcess) -> None:
     sid, out = _run(harness, "call_broken", {})
     (call,) = harness.client.tool_calls(sid)
-    assert (call.kind, call.status, call.error_kind) == ("durable", "failed", "tool-error")
+    assert (call.kind, call.status, call.error_kind) == ("server", "failed", "tool-error")
     assert "Error executing tool broken" in out, out
 
 
@@ -75,19 +75,23 @@ def test_arguments_that_fail_the_server_schema_never_reach_it(
     assert mcp_server.executions("create_ticket") == before
 
 
-def test_the_tool_list_is_read_once_per_run_and_recorded(
+def test_the_tool_list_is_read_once_per_run_and_recorded_with_its_first_turn(
     harness: CrashHarness, worker: WorkerProcess
 ) -> None:
     sid, _ = _run(harness, "call_lookup", {"query": "x"})
     with harness.client.engine.connect() as conn:
-        steps = conn.execute(
+        recorded = conn.execute(
             sa.text(
-                "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = :w"
-                " AND function_name = 'dbos_agents.mcp.tools.v1'"
+                "SELECT turn, response->'tools' FROM dbos_agents.usage WHERE session_id = :s"
+                " ORDER BY turn"
             ),
-            {"w": sid},
-        ).scalar_one()
-    assert steps == 1
+            {"s": sid},
+        ).all()
+    (first, listed), (_, later) = recorded
+    assert first == 1 and later is None  # the run's first turn only
+    (desk,) = listed
+    assert desk["server"] == "desk" and desk["error"] is None
+    assert "lookup" in {t["name"] for t in desk["tools"]}
 
 
 def test_a_server_question_is_a_pending_wait_answered_by_a_submit(

@@ -15,6 +15,7 @@ operation ids, so every id is the same on replay.
 | approval (``approval``) | ``approval`` | the approved tool step begins | ``recv``, then a DBOS step |
 | subagent (``subagent``) | - | the wait opens (the child is about to start) | a child workflow |
 | durable (``durable``) | - | the wait opens (the child is about to start) | a child workflow |
+| MCP (``server``) | - (a question: ``ctx.ask``'s) | its attempt begins | an attempt; questions: a continuation workflow |
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from ...agent import Agent
+from ...mcp.tool import MCPTool
 from ...messages import ToolCall
 from ...results import ToolResult
 from ...store.calls import CallKind
@@ -33,6 +35,7 @@ from .approval import ApprovalKind
 from .base import CallResult, Kind, Planned, RunInterrupted, SubAgentTask, Turn
 from .client import ClientKind
 from .durable import DurableKind
+from .mcp import MCPKind
 from .server import ServerKind
 from .subagent import SubAgentKind
 from .waiting import TIMEOUT_KIND
@@ -52,7 +55,7 @@ __all__ = [
 ]
 
 SERVER, CLIENT, APPROVAL, SUBAGENT = ServerKind(), ClientKind(), ApprovalKind(), SubAgentKind()
-DURABLE = DurableKind()
+DURABLE, MCP = DurableKind(), MCPKind()
 
 
 def kind_of(agent: Agent, call: ToolCall) -> Kind:
@@ -62,6 +65,8 @@ def kind_of(agent: Agent, call: ToolCall) -> Kind:
     if call.name in agent.client_tools:
         return CLIENT
     tool = agent.tools[call.name]
+    if isinstance(tool, MCPTool):
+        return MCP
     if tool.durable:
         return DURABLE
     return APPROVAL if tool.requires_approval else SERVER

@@ -12,7 +12,6 @@ from dbos import error as dbos_errors
 
 from ...agent import Agent
 from ...ids import durable_workflow_id
-from ...mcp.tool import MCPTool
 from ...results import ToolResult
 from ...store.calls import CallKind
 from ..durable.workflow import INTERRUPTED, DurableJob, durable_tool_workflow
@@ -39,9 +38,6 @@ class DurableKind:
             arguments=p.call.arguments,
             turn=turn.number,
         )
-        tool = turn.agent.tools[p.call.name]
-        if isinstance(tool, MCPTool):  # the run's listing: the child cannot look it up
-            job["mcp"] = {"server": tool.server.name, "tool": tool.listed.model_dump(mode="json")}
         with SetWorkflowID(durable_workflow_id(parent_wf, p.call.id)):
             return await DBOS.start_workflow_async(durable_tool_workflow, job)
 

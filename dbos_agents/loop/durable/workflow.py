@@ -28,6 +28,7 @@ from ...errors import StepOutcomeUnknownError
 from ...ids import DURABLE_WORKFLOW_NAME, idempotency_key
 from ...mcp import ListedTool
 from ...mcp.tool import MCPTool
+from ...mcp.wire import Outcome
 from ...messages import JSONValue
 from ...outcome import RunSpec
 from ...results import ToolResult, durability_error
@@ -60,7 +61,8 @@ class DurableJob(TypedDict):
     arguments: str
     turn: int
     mcp: NotRequired[dict[str, JSONValue]]
-    """An MCP tool's server and recorded listing (``{"server", "tool"}``)."""
+    """An MCP call's continuation: the server, the recorded listing and the first round's
+    questions (``MCPTool.ref``)."""
 
 
 def _tool(agent: Agent, job: DurableJob) -> Tool:
@@ -69,7 +71,8 @@ def _tool(agent: Agent, job: DurableJob) -> Tool:
     if ref is None:
         return agent.tools[job["tool"]]
     listed = ListedTool.model_validate(ref["tool"])
-    return MCPTool(agent.mcp_servers[str(ref["server"])], listed, job["tool"])
+    first = None if ref.get("first") is None else Outcome.model_validate(ref["first"])
+    return MCPTool(agent.mcp_servers[str(ref["server"])], listed, job["tool"], first)
 
 
 @DBOS.workflow(name=DURABLE_WORKFLOW_NAME)
