@@ -41,10 +41,22 @@ CASES = [
 ]
 
 
+# By default every window of the destructive tool and one each of the others (-m slow: all).
+DEFAULT = {"create_ticket", ("lookup", "after_handler"), ("set_status", "after_dispatch_mark")}
+
+
 @pytest.mark.parametrize(
     ("tool", "args", "said", "point", "expected"),
     [
-        pytest.param(tool, args, said, point, table[point], id=f"{tool}-{point}")
+        pytest.param(
+            tool,
+            args,
+            said,
+            point,
+            table[point],
+            id=f"{tool}-{point}",
+            marks=[] if {tool, (tool, point)} & (DEFAULT | {"refund"}) else [pytest.mark.slow],
+        )
         for tool, args, said, table in CASES
         for point in table
     ],
