@@ -11,6 +11,8 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
+from dbos_agents import InvalidResultError
+from dbos_agents.events import PendingEvent
 from dbos_agents.ids import idempotency_key
 from dbos_agents.records import PendingCall
 from dbos_agents.testing import CrashHarness, WorkerProcess
@@ -109,6 +111,14 @@ def test_a_server_question_is_a_pending_wait_answered_by_a_submit(
     assert wait.arguments["message"] == "Refund 250 cents?"
     assert wait.output_schema is not None and "approve" in wait.output_schema["properties"]
     assert mcp_server.executions("refund", _key(harness, sid)) == 0  # asked, not run
+    # readers of the live log see the question as a wait to answer
+    shown = [e for e in harness.client.read_events(sid).events if isinstance(e, PendingEvent)]
+    assert [(e.tool_call_id, e.tool) for e in shown] == [(wait.tool_call_id, "refund")]
+    # an answer that fails the server's schema changes nothing
+    with pytest.raises(InvalidResultError) as bad:
+        harness.client.submit_tool_result(sid, wait.tool_call_id, result={"approve": "maybe"})
+    assert "approve" in str(bad.value.errors)
+    assert [w.tool_call_id for w in harness.client.pending(session_id=sid)] == [wait.tool_call_id]
     outcome = harness.client.submit_tool_result(
         sid, wait.tool_call_id, result={"approve": True, "note": "by test"}
     )
