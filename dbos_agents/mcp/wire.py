@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("dbos_agents")
 
 CONNECT_ATTEMPTS = 3
+CONNECT_TIMEOUT_SEC = 10.0
+"""A server that does not accept the connection within this is tried again (nothing was
+sent yet), so a run never waits three request timeouts for a host that is gone."""
 
 
 class Outcome(BaseModel):
@@ -127,7 +130,8 @@ async def _connection(server: MCPServer) -> Client:
             last = exc
             pool.pop(id(server), None)
             await conn.close()
-            await asyncio.sleep(0.2 * 2**attempt)
+            if attempt + 1 < CONNECT_ATTEMPTS:
+                await asyncio.sleep(0.2 * 2**attempt)
     raise MCPServerError(server.name, f"cannot connect: {_describe(last)}")
 
 
