@@ -89,8 +89,9 @@ async def _first_round(
             execution.step_ran()
             crash_point("after_dispatch_mark")
             if attempt.prior_status != "requested":  # an earlier attempt got this far
-                if await _dbos.outside_workflow(_exists(wf)):
-                    return await _dbos.outside_workflow(_start(wf, job))  # its questions
+                found = await _dbos.outside_workflow(_found(wf))
+                if found is not None:  # its questions went to a continuation: await it
+                    return found
                 out = (
                     await _dbos.outside_workflow(tool.round(arguments, key))
                     if tool.policy.retry
@@ -108,12 +109,16 @@ async def _first_round(
             return recorded
 
 
-async def _exists(wf: str) -> bool:
-    return await DBOS.get_workflow_status_async(wf) is not None
+async def _found(wf: str) -> Continuation | None:
+    """The call's continuation, if an earlier execution started it."""
+    try:
+        return await DBOS.retrieve_workflow_async(wf)
+    except dbos_errors.DBOSNonExistentWorkflowError:
+        return None
 
 
 async def _start(wf: str, job: DurableJob) -> Continuation:
-    """The continuation, started (or found: a workflow id starts once)."""
+    """The continuation, started (a workflow id starts once)."""
     with SetWorkflowID(wf):
         return await DBOS.start_workflow_async(durable_tool_workflow, job)
 
