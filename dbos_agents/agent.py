@@ -14,6 +14,7 @@ from .client_tools import DEFAULT_TIMEOUT, ClientTool
 from .errors import DefinitionError
 from .mcp.server import MCPServer
 from .messages import JSONValue
+from .models.base import Model
 from .names import check_name
 from .state import MigrateState, StateSchema, check_model
 from .tools import Tool
@@ -45,6 +46,9 @@ class Agent:
     after a run it waits up to ``idle_ttl`` on its inbox for the next message instead of
     ending, so a follow-up costs no new workflow.
 
+    ``model`` answers this agent's turns (a sub-agent's too may have its own); without
+    one, the runtime's model does.
+
     ``state`` is a pydantic model with defaults: each session's typed state, read and
     changed by tools (``ToolContext.state``) and committed with their results;
     ``migrate_state`` upgrades a stored state the model no longer accepts (dict -> dict).
@@ -70,11 +74,14 @@ class Agent:
         idle_ttl: timedelta = timedelta(hours=1),
         state: type[BaseModel] | None = None,
         migrate_state: MigrateState | None = None,
+        model: Model | None = None,
     ) -> None:
         problems = check_name("agent", name)
         if not isinstance(instructions, str) and not callable(instructions):
             problems.append("instructions must be a string or a function of the state")
         problems += check_model(state, migrate_state)
+        if model is not None and not isinstance(model, Model):
+            problems.append(f"model {model!r} does not implement the Model protocol")
         seen: set[str] = set()
         servers: set[str] = set()
         for t in tools:
@@ -148,6 +155,8 @@ class Agent:
         self.budget_tokens = budget_tokens
         self.budget_usd = float(budget_usd) if budget_usd is not None else None
         self.model_settings = dict(model_settings or {})
+        self.model = model
+        """This agent's model (None: the runtime's, ``AgentRuntime(agents, model)``)."""
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={self.tool_names()})"

@@ -61,23 +61,37 @@ class RunEnds:
 @dataclass(frozen=True)
 class LoopContext:
     agents: dict[str, Agent]
-    model: Model
+    model: Model | None
+    """The runtime's model: every agent's without one of its own (then never None)."""
     settings: Settings
     ledger: Ledger
     receiver: Receiver = field(default_factory=InMemory)
     run_ends: RunEnds = field(default_factory=RunEnds)
 
     @functools.cached_property
-    def _model_streams(self) -> bool:
-        """Decided once: a protocol ``isinstance`` walks the protocol's members each call."""
-        return isinstance(self.model, StreamingModel)
+    def _streams(self) -> dict[int, bool]:
+        """Per model object, whether it streams: decided once (a protocol ``isinstance``
+        walks the protocol's members each call)."""
+        return {}
 
-    @property
-    def streaming_model(self) -> StreamingModel | None:
-        """The model, when replies stream (it can, and the setting allows it); else None."""
-        if self.settings.stream_replies and self._model_streams:
-            return cast(StreamingModel, self.model)
-        return None
+    def model_for(self, agent: str) -> Model:
+        """The agent's own model, else the runtime's."""
+        own = self.agents[agent].model if agent in self.agents else None
+        model = own if own is not None else self.model
+        if model is None:  # AgentRuntime refuses this; a model for every agent
+            raise UnknownAgentError(agent, list(self.agents))
+        return model
+
+    def streaming_model(self, agent: str) -> StreamingModel | None:
+        """The agent's model, when its replies stream (it can, and the setting allows
+        it); else None."""
+        if not self.settings.stream_replies:
+            return None
+        model = self.model_for(agent)
+        can = self._streams.get(id(model))
+        if can is None:
+            can = self._streams[id(model)] = isinstance(model, StreamingModel)
+        return cast(StreamingModel, model) if can else None
 
     def agent(self, name: str) -> Agent:
         try:

@@ -50,9 +50,9 @@ class Reply:
     writes them."""
 
 
-def streams() -> bool:
-    """Whether this worker streams replies (its model can, and the setting allows it)."""
-    return get_context().streaming_model is not None
+def streams(agent: str) -> bool:
+    """Whether this agent's replies stream (its model can, and the setting allows it)."""
+    return get_context().streaming_model(agent) is not None
 
 
 class TurnStream:
@@ -152,8 +152,8 @@ async def respond(
     this turn streamed (``None`` when none can have); ``TransientModelError`` is retried
     with backoff, up to ``model_max_attempts``, then becomes ``ModelError``."""
     ctx = get_context()
-    model = ctx.model
-    streaming = ctx.streaming_model
+    model = ctx.model_for(req.agent)
+    streaming = ctx.streaming_model(req.agent)
     stream: TurnStream | None = None
     if streaming is not None:
         stream = TurnStream(spec, turn, ctx.ledger.announcer, logged or [])

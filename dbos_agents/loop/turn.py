@@ -124,7 +124,7 @@ async def model_turn(
         # cannot shift the workflow's operation ids.
         logged = None
         staged = False
-        if streams() and previous:  # shown before the reply that reads them
+        if streams(agent.name) and previous:  # shown before the reply that reads them
             if new:  # with the reply's first batch, or its record
                 ledger.stage_results(spec, previous)
                 staged = True
@@ -134,7 +134,7 @@ async def model_turn(
                 except RunFenced:
                     raise RunInterrupted(f"turn {turn}") from None
                 previous = []
-        if streams() and not new:  # an earlier execution may have streamed part of it
+        if streams(agent.name) and not new:  # an earlier execution may have streamed part of it
             logged = await ledger.logged_deltas(spec, turn)
         reply = await _dbos.outside_workflow(respond(spec, turn, req, logged))
         if staged and not reply.staged:

@@ -51,7 +51,7 @@ class AgentRuntime:
     def __init__(
         self,
         agents: Sequence[Agent],
-        model: Model,
+        model: Model | None = None,
         *,
         database_url: str | None = None,
         settings: Settings | None = None,
@@ -64,8 +64,13 @@ class AgentRuntime:
             for a in top.family():
                 if family.setdefault(a.name, a) is not a:
                     raise ConfigurationError(f"two different agents are named {a.name!r}")
-        if not isinstance(model, Model):
+        if model is not None and not isinstance(model, Model):
             raise ConfigurationError(f"model {model!r} does not implement the Model protocol")
+        if model is None and (bare := sorted(n for n, a in family.items() if a.model is None)):
+            raise ConfigurationError(
+                f"agents {', '.join(bare)} have no model of their own: give the runtime one"
+                " (AgentRuntime(agents, model)), the default of every agent without its own"
+            )
         self.agents = family
         """Every agent this worker can run, sub-agents included."""
         self.model = model

@@ -263,6 +263,34 @@ def respond(request: ModelRequest) -> str | ModelResponse:
 
 MODEL = StreamedScript(ScriptedModel(respond=respond, usd_per_1k_tokens=1.0))
 
+
+def _plan(request: ModelRequest) -> str | ModelResponse:
+    """The planner delegates once, then reports; its helper answers at once."""
+    if request.agent == "helper":
+        return f"helper did: {_last_user(request)}"
+    if _turn(request) == 0:
+        return calls(call("subagent__helper", {"message": "count the boxes"}))
+    return f"planner says: {_last_tool(request)}"
+
+
+class WholeReplies:
+    """A model with no ``stream``: its replies are recorded whole, never streamed."""
+
+    def __init__(self, inner: ScriptedModel) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self.inner.complete(request)
+
+
+PLANNER_MODEL = WholeReplies(ScriptedModel(respond=_plan, name="planner-model"))
+"""Not streaming: the planner's replies are written whole, the helper's streamed."""
+HELPER_MODEL = StreamedScript(ScriptedModel(respond=_plan, name="helper-model"))
+
 AGENTS = [
     Agent("support", "Help with orders.", tools=[get_order, refund]),
     Agent("parallel", tools=[slow_sync, slow_async, get_order]),
@@ -290,6 +318,11 @@ AGENTS = [
     Agent(
         "boss",
         sub_agents=[Agent("middle", sub_agents=[Agent("leaf", tools=[confirm])])],
+    ),
+    Agent(
+        "planner",
+        model=PLANNER_MODEL,
+        sub_agents=[Agent("helper", model=HELPER_MODEL)],
     ),
     *state_agents.AGENTS,
     *durable_agents.AGENTS,
