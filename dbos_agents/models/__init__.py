@@ -18,6 +18,7 @@ from .base import (
     ToolCallDelta,
     ToolSpec,
 )
+from .fallback import FallbackModel
 from .scripted import ScriptedModel, call, calls
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Completed",
+    "FallbackModel",
     "Model",
     "ModelEvent",
     "ModelRequest",

@@ -11,8 +11,16 @@ from uuid import UUID
 
 from pydantic import BaseModel, field_validator
 
-from dbos_agents import Agent, ModelResponse, ToolContext, TransientModelError, client_tool, tool
-from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
+from dbos_agents import (
+    Agent,
+    ModelError,
+    ModelResponse,
+    ToolContext,
+    TransientModelError,
+    client_tool,
+    tool,
+)
+from dbos_agents.models import FallbackModel, ModelRequest, ScriptedModel, call, calls
 
 from . import durable_agents, state_agents
 from .streaming_model import LONG_REPLY, StreamedScript
@@ -287,6 +295,24 @@ class WholeReplies:
         return await self.inner.complete(request)
 
 
+class Failing:
+    """A provider that always fails: overloaded (``TransientModelError``), or refusing the
+    request (``ModelError``); counts its calls."""
+
+    def __init__(self, name: str, error: type[ModelError]) -> None:
+        self.name, self.error, self.calls = name, error, 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        raise self.error(f"{self.name}: 529 overloaded" if self.error is TransientModelError
+                         else f"{self.name}: 400 context too long")  # fmt: skip
+
+
+OVERLOADED = Failing("primary-overloaded", TransientModelError)
+REFUSING = Failing("primary-refusing", ModelError)
+BACKUP = ScriptedModel(respond=lambda r: f"backup answered: {_last_user(r)}", name="backup")
+
+
 PLANNER_MODEL = WholeReplies(ScriptedModel(respond=_plan, name="planner-model"))
 """Not streaming: the planner's replies are written whole, the helper's streamed."""
 HELPER_MODEL = StreamedScript(ScriptedModel(respond=_plan, name="helper-model"))
@@ -324,6 +350,8 @@ AGENTS = [
         model=PLANNER_MODEL,
         sub_agents=[Agent("helper", model=HELPER_MODEL)],
     ),
+    Agent("resilient", model=FallbackModel(OVERLOADED, BACKUP)),
+    Agent("strict", model=FallbackModel(REFUSING, BACKUP)),
     *state_agents.AGENTS,
     *durable_agents.AGENTS,
 ]

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from dbos_agents import Agent, AgentClient, AgentRuntime, ConfigurationError, DefinitionError
 
-from .agents import HELPER_MODEL
+from .agents import HELPER_MODEL, OVERLOADED
 
 pytestmark = pytest.mark.integration
 
@@ -47,3 +47,33 @@ def test_a_model_per_agent_is_checked_at_definition_and_launch() -> None:
     with pytest.raises(ConfigurationError, match="agents b have no model of their own"):
         AgentRuntime([Agent("a", model=HELPER_MODEL), Agent("b")])
     AgentRuntime([Agent("a", model=HELPER_MODEL)])  # every agent has one: no default needed
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_an_overloaded_provider_falls_back_and_the_answering_model_is_recorded(
+    runtime: AgentRuntime, client: AgentClient
+) -> None:
+    before = OVERLOADED.calls
+    handle = await runtime.start("resilient", "where is my order?")
+    out = await handle.result()
+    assert out.status == "completed" and out.output == "backup answered: where is my order?"
+    assert OVERLOADED.calls == before + 1  # asked once, then the turn went on
+    with client.engine.connect() as conn:
+        models = (
+            conn.execute(
+                sa.text("SELECT model FROM dbos_agents.usage WHERE session_id = :s"),
+                {"s": handle.session_id},
+            )
+            .scalars()
+            .all()
+        )
+    assert models == ["backup"]
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_failure_that_is_the_request_s_is_not_hidden_by_a_fallback(
+    runtime: AgentRuntime,
+) -> None:
+    handle = await runtime.start("strict", "a very long question")
+    out = await handle.result()
+    assert out.status == "failed" and "400 context too long" in (out.error or ""), out
