@@ -9,7 +9,15 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 Role = Literal["system", "user", "assistant", "tool"]
 JSONValue = JsonValue
@@ -34,8 +42,40 @@ class ToolCall(BaseModel):
         return value
 
 
-class Message(BaseModel):
-    """One transcript entry, as stored in ``dbos_agents.messages`` and sent to models."""
+class Thinking(BaseModel):
+    """A reasoning block a provider returned with a reply and wants back verbatim on the
+    next turn (Anthropic's extended thinking, in a tool-use loop). Never shown as text;
+    ``text`` and ``signature`` of a thinking block, or ``redacted`` (the provider's
+    encrypted data) of a redacted one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str = ""
+    signature: str = ""
+    redacted: str | None = None
+
+
+class _KeepsThinking(BaseModel):
+    """A subclass's ``thinking`` is left out of a dump when empty: replies without
+    reasoning dump (and so store and serve) exactly as before the field existed."""
+
+    @model_serializer(mode="wrap")
+    def _drop_empty_thinking(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, object]:
+        data: dict[str, object] = handler(self)
+        if not getattr(self, "thinking", None):
+            data.pop("thinking", None)
+        return data
+
+
+class Message(_KeepsThinking):
+    """One transcript entry, as stored in ``dbos_agents.messages`` and sent to models.
+
+    ``thinking`` (an assistant message's reasoning blocks) travels with the run's
+    transcript in memory and in its recorded turns, not in the messages table: a provider
+    needs it back only within the tool-use loop that produced it.
+    """
 
     role: Role
     content: str | None = None
@@ -43,6 +83,7 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
     """For ``tool`` messages, the tool's name."""
+    thinking: list[Thinking] = Field(default_factory=list)
 
 
 class Usage(BaseModel):
@@ -64,10 +105,12 @@ class Usage(BaseModel):
         )
 
 
-class ModelResponse(BaseModel):
-    """What one model call returned: text, tool calls or both, and what it cost."""
+class ModelResponse(_KeepsThinking):
+    """What one model call returned: text, tool calls or both, and what it cost;
+    ``thinking``: reasoning blocks to send back with the assistant message (never text)."""
 
     text: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     model: str | None = None
+    thinking: list[Thinking] = Field(default_factory=list)

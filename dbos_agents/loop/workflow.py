@@ -265,7 +265,14 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[CallR
         usage = usage + response.usage
         calls = response.tool_calls
         used_ids.update(c.id for c in calls)
-        messages.append(Message(role="assistant", content=response.text, tool_calls=calls))
+        messages.append(
+            Message(
+                role="assistant",
+                content=response.text,
+                tool_calls=calls,
+                thinking=response.thinking,  # sent back next turn; not stored as a message
+            )
+        )
         if not calls:
             output = response.text
             break

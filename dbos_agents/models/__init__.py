@@ -1,7 +1,7 @@
 """Model adapters and the protocol they implement.
 
 ``OpenAIModel`` and ``Price`` load on first use, so ``openai`` is only needed by those who
-use them.
+use them; ``AnthropicModel`` and ``AnthropicPrice`` likewise (the ``anthropic`` extra).
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from .fallback import FallbackModel
 from .scripted import ScriptedModel, call, calls
 
 if TYPE_CHECKING:
+    from .anthropic import AnthropicModel, AnthropicPrice
     from .openai import OpenAIModel, Price
 
 __all__ = [
+    "AnthropicModel",
+    "AnthropicPrice",
     "Completed",
     "FallbackModel",
     "Model",
@@ -47,4 +50,8 @@ def __getattr__(name: str) -> object:
         from . import openai
 
         return getattr(openai, name)
+    if name in ("AnthropicModel", "AnthropicPrice"):
+        from . import anthropic
+
+        return getattr(anthropic, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
