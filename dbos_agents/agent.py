@@ -15,6 +15,7 @@ from .errors import DefinitionError
 from .mcp.server import MCPServer
 from .messages import JSONValue
 from .models.base import Model
+from .models.resolve import model_from
 from .names import check_name
 from .state import MigrateState, StateSchema, check_model
 from .tools import Tool
@@ -46,8 +47,9 @@ class Agent:
     after a run it waits up to ``idle_ttl`` on its inbox for the next message instead of
     ending, so a follow-up costs no new workflow.
 
-    ``model`` answers this agent's turns (a sub-agent's too may have its own); without
-    one, the runtime's model does.
+    ``model`` answers this agent's turns (a sub-agent's too may have its own; a
+    ``"provider:model"`` string names an adapter, built now); without one, the runtime's
+    model does.
 
     ``state`` is a pydantic model with defaults: each session's typed state, read and
     changed by tools (``ToolContext.state``) and committed with their results;
@@ -74,12 +76,14 @@ class Agent:
         idle_ttl: timedelta = timedelta(hours=1),
         state: type[BaseModel] | None = None,
         migrate_state: MigrateState | None = None,
-        model: Model | None = None,
+        model: Model | str | None = None,
     ) -> None:
         problems = check_name("agent", name)
         if not isinstance(instructions, str) and not callable(instructions):
             problems.append("instructions must be a string or a function of the state")
         problems += check_model(state, migrate_state)
+        if isinstance(model, str):
+            model = model_from(model)  # a DefinitionError of its own: unknown, no extra
         if model is not None and not isinstance(model, Model):
             problems.append(f"model {model!r} does not implement the Model protocol")
         seen: set[str] = set()

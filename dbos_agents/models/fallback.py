@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from ..errors import DefinitionError, TransientModelError
 from ..messages import ModelResponse
 from .base import Completed, Model, ModelEvent, ModelRequest, StreamingModel
+from .resolve import model_from
 
 log = logging.getLogger("dbos_agents")
 
@@ -23,8 +24,8 @@ class FallbackModel:
     reply began to show is not replaced mid-reply: the turn is retried (the loop's
     backoff), from ``primary`` again."""
 
-    def __init__(self, primary: Model, *others: Model) -> None:
-        models = (primary, *others)
+    def __init__(self, primary: Model | str, *others: Model | str) -> None:
+        models = tuple(model_from(m) for m in (primary, *others))
         bad = [m for m in models if not isinstance(m, Model)]
         if bad or not others:
             problems = [f"{m!r} does not implement the Model protocol" for m in bad]

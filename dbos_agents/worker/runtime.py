@@ -24,6 +24,7 @@ from ..loop import workflow as _workflow  # noqa: F401  (registers the session w
 from ..loop.context import LoopContext, get_context, set_context
 from ..loop.ledger import Ledger
 from ..models.base import Model
+from ..models.resolve import model_from
 from ..outcome import RunSpec
 from ..settings import CLIENT_POOL_SIZE, SYNC_MAX_OVERFLOW, SYNC_POOL_SIZE, Settings
 from ..store import deltas, pending, pg, queries, runs
@@ -51,7 +52,7 @@ class AgentRuntime:
     def __init__(
         self,
         agents: Sequence[Agent],
-        model: Model | None = None,
+        model: Model | str | None = None,
         *,
         database_url: str | None = None,
         settings: Settings | None = None,
@@ -64,6 +65,7 @@ class AgentRuntime:
             for a in top.family():
                 if family.setdefault(a.name, a) is not a:
                     raise ConfigurationError(f"two different agents are named {a.name!r}")
+        model = None if model is None else model_from(model)
         if model is not None and not isinstance(model, Model):
             raise ConfigurationError(f"model {model!r} does not implement the Model protocol")
         if model is None and (bare := sorted(n for n, a in family.items() if a.model is None)):

@@ -43,7 +43,7 @@ async def test_each_agent_s_turns_go_to_its_own_model(
 
 def test_a_model_per_agent_is_checked_at_definition_and_launch() -> None:
     with pytest.raises(DefinitionError, match="does not implement the Model protocol"):
-        Agent("a", model="gpt-4.1")  # type: ignore[arg-type]
+        Agent("a", model=42)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="agents b have no model of their own"):
         AgentRuntime([Agent("a", model=HELPER_MODEL), Agent("b")])
     AgentRuntime([Agent("a", model=HELPER_MODEL)])  # every agent has one: no default needed

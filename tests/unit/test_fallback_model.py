@@ -72,4 +72,4 @@ def test_definition_errors() -> None:
     with pytest.raises(DefinitionError, match="at least one model to fall back to"):
         FallbackModel(ScriptedModel(["x"]))
     with pytest.raises(DefinitionError, match="does not implement the Model protocol"):
-        FallbackModel(ScriptedModel(["x"]), "gpt")  # type: ignore[arg-type]
+        FallbackModel(ScriptedModel(["x"]), 42)  # type: ignore[arg-type]
