@@ -152,6 +152,7 @@ class Presence:
             if not mine:
                 if not self._stop.is_set():
                     log.error(self._lost_row(), extra={"event": "worker_row_lost"})
+                    self._hand_back_claims()
                     self._on_adopted()
                 return
             if not self.adopting:
@@ -164,6 +165,27 @@ class Presence:
                 log.warning(
                     "adoption failed", extra={"event": "adoption_failed", "error": str(exc)}
                 )
+
+    def _hand_back_claims(self) -> None:
+        """Adopted while alive (a frozen host that woke): the runs this process claimed
+        after its adopter re-enqueued its work would stay PENDING under an executor id
+        nobody recovers, so they go back on their queues before it exits. Not when another
+        process holds this executor id: those runs are that process's."""
+        try:
+            row = workers.get(self.engine, self.executor_id)
+            if row is None or row.status != "adopted":
+                return
+            ids = _dbos.recover_pending_workflows(
+                [self.executor_id], self.settings.application_version
+            )
+        except Exception as exc:  # exiting anyway; the runs stay for a restart of this id
+            log.warning("could not hand back claimed runs", extra={"error": str(exc)})
+            return
+        if ids:
+            log.warning(
+                f"handed back {len(ids)} run(s) claimed after the adoption",
+                extra={"event": "claims_handed_back", "workflows": ids},
+            )
 
     def _lost_row(self) -> str:
         """Why this process's row is no longer its own, naming who took it."""
