@@ -39,17 +39,14 @@ import argparse
 import asyncio
 import itertools
 import logging
-import socket
 import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
@@ -61,6 +58,7 @@ from .fake_anthropic_stream import (
     sse_events,
     stream_events,
 )
+from .loopback import serve_in_thread
 
 __all__ = ["FakeAnthropic", "FakeReply", "FakeToolUse", "serve_fake_anthropic"]
 
@@ -329,32 +327,9 @@ def serve_fake_anthropic(
     background thread; yield it with ``base_url`` set."""
     fake = fake or FakeAnthropic()
     logging.getLogger("uvicorn.error").addFilter(_QUIET_CUTS)  # idempotent
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        fake.app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=1
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name="fake-anthropic", daemon=True
-    )
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            sock.close()
-            raise RuntimeError("the fake Anthropic server did not start")
-        time.sleep(0.01)
-    fake.base_url = f"http://127.0.0.1:{port}"
-    try:
+    with serve_in_thread(fake.app, "fake-anthropic", port) as bound:
+        fake.base_url = f"http://127.0.0.1:{bound}"
         yield fake
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,7 +39,6 @@ import argparse
 import asyncio
 import itertools
 import logging
-import socket
 import sys
 import threading
 import time
@@ -49,7 +48,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
@@ -60,6 +58,7 @@ from .fake_openai_stream import (
     sse_chunks,
     stream_events,
 )
+from .loopback import serve_in_thread
 
 __all__ = ["FakeOpenAI", "FakeReply", "FakeToolCall", "serve_fake_openai"]
 
@@ -306,36 +305,9 @@ def serve_fake_openai(fake: FakeOpenAI | None = None, *, port: int = 0) -> Itera
     (``http://127.0.0.1:PORT/v1``)."""
     fake = fake or FakeOpenAI()
     logging.getLogger("uvicorn.error").addFilter(_QUIET_CUTS)  # idempotent: a filter is added once
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        fake.app,
-        log_config=None,
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=1,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name="fake-openai", daemon=True
-    )
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            sock.close()
-            raise RuntimeError("the fake OpenAI server did not start")
-        time.sleep(0.01)
-    fake.base_url = f"http://127.0.0.1:{port}/v1"
-    try:
+    with serve_in_thread(fake.app, "fake-openai", port) as bound:
+        fake.base_url = f"http://127.0.0.1:{bound}/v1"
         yield fake
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
