@@ -330,9 +330,16 @@ class ModelError(DbosAgentsError):
 
 
 class TransientModelError(ModelError):
-    """A provider failure worth retrying with backoff (rate limit, 5xx, timeout)."""
+    """A provider failure worth retrying with backoff (rate limit, 5xx, timeout).
+    ``retry_after``: the seconds the provider asked to wait (its ``retry-after``), which
+    the model turn waits at least, up to ``Settings.model_retry_after_max_sec``; ``None``
+    when it asked for nothing."""
 
     code = "MODEL_TRANSIENT"
+
+    def __init__(self, *args: object, retry_after: float | None = None) -> None:
+        super().__init__(*args)
+        self.retry_after = retry_after  # an attribute: pickling keeps it (``__dict__``)
 
 
 class InvalidRequestError(DbosAgentsError, ValueError):

@@ -115,6 +115,10 @@ class Settings(BaseSettings):
     model_max_attempts: int = 5
     model_backoff_initial_sec: float = 0.5
     model_backoff_max_sec: float = 10.0
+    model_retry_after_max_sec: float = Field(default=60.0, ge=0)
+    """The longest a model turn waits for a provider's ``retry-after`` before its next
+    attempt (it waits the longer of that and its backoff). A provider asking for more gets
+    this: the turn holds its worker's slot while it waits."""
     connect_timeout_sec: float = 5.0
     db_pool_size: int = 10
     db_max_overflow: int = 20

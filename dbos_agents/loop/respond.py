@@ -150,7 +150,8 @@ async def respond(
 ) -> Reply:
     """The reply to ``req`` (see the module doc). ``logged``: what an earlier execution of
     this turn streamed (``None`` when none can have); ``TransientModelError`` is retried
-    with backoff, up to ``model_max_attempts``, then becomes ``ModelError``."""
+    with backoff (or after the provider's ``retry_after``, when longer: ``_retry_wait``),
+    up to ``model_max_attempts``, then becomes ``ModelError``."""
     ctx = get_context()
     model = ctx.model_for(req.agent)
     streaming = ctx.streaming_model(req.agent)
@@ -167,9 +168,7 @@ async def respond(
         except Ended:
             # Interrupted mid-reply: the model's stream is closed now (no more tokens paid
             # for or shown), and readers are told the reply will not be final.
-            if stream is not None:
-                stream.withdraw()
-            raise RunInterrupted(f"turn {turn}") from None
+            raise _interrupted(stream, turn) from None
         except TransientModelError as exc:
             if stream is not None:
                 stream.cut()
@@ -179,17 +178,50 @@ async def respond(
                 raise ModelError(
                     f"model {model.name!r} failed {attempts} times; last error: {exc}"
                 ) from exc
+            cap = ctx.settings.model_retry_after_max_sec
+            wait, why = _retry_wait(delay, exc.retry_after, cap)
             log.warning(
-                "model call failed, retrying",
-                extra={"event": "model_retry", "attempt": attempt, "error": str(exc)},
+                f"model call failed, retrying in {wait:g}s{why}",
+                extra={
+                    "event": "model_retry",
+                    "session_id": spec["session_id"],
+                    "turn": turn,
+                    "attempt": attempt,
+                    "error": str(exc),
+                    "retry_after": exc.retry_after,
+                    "wait_sec": wait,
+                },
             )
-            await asyncio.sleep(delay)
+            try:  # an interrupt, even one heard during the failed attempt, ends the wait
+                await unless_ended(spec, asyncio.sleep(wait), look_first=True)
+            except Ended:
+                raise _interrupted(stream, turn) from None
             delay = min(delay * 2, ctx.settings.model_backoff_max_sec)
         except ModelError:
             if stream is not None:
                 stream.withdraw()
             raise
     raise AssertionError("unreachable")
+
+
+def _interrupted(stream: TurnStream | None, turn: int) -> RunInterrupted:
+    """The run was interrupted during the turn: readers are told no reply of it is final."""
+    if stream is not None:
+        stream.withdraw()
+    return RunInterrupted(f"turn {turn}")
+
+
+def _retry_wait(delay: float, retry_after: float | None, cap: float) -> tuple[float, str]:
+    """The wait before the next attempt, and why (for the log line): the backoff's
+    ``delay``, or the provider's ``retry_after`` when longer, which counts for no more than
+    ``cap`` (``model_retry_after_max_sec``): a provider asking for an hour would otherwise
+    hold the worker's slot for an hour."""
+    if retry_after is None or retry_after <= delay:
+        return delay, ""
+    if retry_after > cap:
+        why = f" (the provider asked for {retry_after:g}s, more than model_retry_after_max_sec)"
+        return max(delay, cap), why
+    return retry_after, " as the provider asked"
 
 
 async def _streamed(model: StreamingModel, req: ModelRequest, stream: TurnStream) -> Reply:

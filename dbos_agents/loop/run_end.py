@@ -40,8 +40,12 @@ class RunEnd:
         """The worker listens on run ends (not so in a process without a listener)."""
         return self._listener is not None
 
-    async def wait(self) -> None:
+    async def wait(self, look_first: bool = False) -> None:
+        """Return once the run has ended; ``look_first``: read whether it already has (an
+        end heard before this ``RunEnd`` was made is otherwise seen only at a re-check)."""
         engine = get_context().ledger.ds.engine
+        if look_first and not await _running(engine, self._spec):
+            return
         while True:
             if self._fut is not None:
                 await asyncio.wait({self._fut}, timeout=self._recheck)
@@ -63,15 +67,16 @@ class Ended(Exception):
     """The run ended (an interrupt) before the work did; the work was cancelled."""
 
 
-async def unless_ended(spec: RunSpec, work: Awaitable[T]) -> T:
+async def unless_ended(spec: RunSpec, work: Awaitable[T], *, look_first: bool = False) -> T:
     """``work``'s result, or ``Ended`` once the run ends first (the work cancelled). Where
-    the worker does not listen on run ends, the work just runs (its writes are fenced)."""
+    the worker does not listen on run ends, the work just runs (its writes are fenced).
+    ``look_first``: the run may have ended already (one read more; see ``RunEnd.wait``)."""
     ended = RunEnd(spec)
     if not ended.heard:
         ended.close()
         return await work
     task: asyncio.Future[T] = asyncio.ensure_future(work)
-    watch = asyncio.ensure_future(ended.wait())
+    watch = asyncio.ensure_future(ended.wait(look_first))
     both: set[asyncio.Future[Any]] = {task, watch}
     try:
         done, _ = await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)

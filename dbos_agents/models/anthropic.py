@@ -5,9 +5,10 @@
   ``tool_result`` blocks in one user turn (``anthropic_request``).
 - The SDK's own retries are off (``max_retries=0``): retries belong to the durable model
   turn, which retries ``TransientModelError`` (429, 529 overloaded, 408, 409, other 5xx,
-  timeouts, connection failures) with its backoff; the message names the ``retry-after``
-  the provider asked for. Every other failure (400, 401, 403, 404, 413) is a
-  ``ModelError`` naming the provider, the model and the status.
+  timeouts, connection failures) with its backoff, waiting at least the ``retry-after``
+  the provider asked for (``TransientModelError.retry_after``). Every other failure
+  (400, 401, 403, 404, 413) is a ``ModelError`` naming the provider, the model and the
+  status.
 - Under the test guard (``dbos_agents.models.guard``: our tests and the demo) a request to
   an endpoint not on this machine raises ``ModelError`` before anything is sent.
 - Prompt caching (``cache_prompt=True``, the default): ``cache_control`` breakpoints on
@@ -45,6 +46,7 @@ from . import anthropic_request as wire
 from .anthropic_stream import EventAssembler, Tokens, response_of
 from .base import Completed, ModelEvent, ModelRequest
 from .guard import check_model_endpoint
+from .retry_after import retry_after
 
 __all__ = ["PRICES", "SETTINGS", "AnthropicModel", "AnthropicPrice"]
 
@@ -168,6 +170,11 @@ class AnthropicModel:
         return self._model
 
     @property
+    def provider(self) -> str:
+        """What the loop records as the provider of this model's turns."""
+        return PROVIDER
+
+    @property
     def base_url(self) -> str:
         """The API endpoint requests go to."""
         return self._base_url
@@ -282,15 +289,15 @@ class AnthropicModel:
         if isinstance(exc, anthropic.APIStatusError):
             status = exc.status_code
             details = [f"type {exc.type}"] if exc.type else []
-            retry_after = exc.response.headers.get("retry-after")
-            details += [f"retry-after {retry_after}s"] if retry_after else []
+            wait = retry_after(exc.response.headers)
+            details += [f"retry-after {wait:g}s"] if wait is not None else []
             details += [f"request id {exc.request_id}"] if exc.request_id else []
             message = exc.api_message or exc.message
             text = f"{where}: HTTP {status}: {message}"
             text += f" ({', '.join(details)})" if details else ""
             overloaded = exc.type in ("overloaded_error", "rate_limit_error", "api_error")
             if status in _TRANSIENT_STATUSES or status >= 500 or overloaded:
-                return TransientModelError(text)
+                return TransientModelError(text, retry_after=wait)
             return ModelError(text)
         return ModelError(f"{where}: {type(exc).__name__}: {exc}")
 

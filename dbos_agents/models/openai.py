@@ -5,7 +5,8 @@
   an invalid-arguments result the model reads).
 - The SDK's own retries are off (``max_retries=0``): retries belong to the durable model turn,
   which retries ``TransientModelError`` (429, 408, 409, 5xx, timeouts, connection failures)
-  with backoff; every other provider failure is a ``ModelError``, and so is a 429 whose code
+  with backoff, waiting at least the ``retry-after-ms``/``retry-after`` the provider asked
+  for (``TransientModelError.retry_after``); every other provider failure is a ``ModelError``, and so is a 429 whose code
   is ``insufficient_quota`` (an exhausted billing quota does not come back by waiting).
 - Under the test guard (``dbos_agents.models.guard``: our tests and the demo) a request to
   an endpoint not on this machine raises ``ModelError`` before anything is sent.
@@ -45,6 +46,7 @@ from ..messages import Message, ModelResponse, ToolCall, Usage
 from .base import Completed, ModelEvent, ModelRequest, ToolSpec
 from .guard import check_model_endpoint
 from .openai_stream import CONTINUE_PROMPT, ChunkAssembler, Continuation, continued
+from .retry_after import retry_after
 
 __all__ = ["CONTINUE_PROMPT", "PRICES", "SETTINGS", "OpenAIModel", "Price"]
 
@@ -73,9 +75,17 @@ PRICES: Mapping[str, Price] = {
 they drift and ignore cached-input discounts, so pass ``prices=`` for exact accounting.
 Dated snapshots (``gpt-4o-2024-08-06``) use the price of their base name."""
 
-SETTINGS = ("temperature", "max_tokens", "top_p", "seed")
+SETTINGS = (
+    "temperature",
+    "max_tokens",
+    "top_p",
+    "seed",
+    "reasoning_effort",
+    "max_completion_tokens",
+)
 """The ``ModelRequest.settings`` keys passed to the API; other keys are ignored, and a key
-whose value is ``None`` is not sent."""
+whose value is ``None`` is not sent. Reasoning models take ``max_completion_tokens``
+(they refuse ``max_tokens``) and ``reasoning_effort``."""
 
 PLACEHOLDER_API_KEY = "not-needed"
 """Sent to a ``base_url`` server when no key is configured (local servers ignore it)."""
@@ -154,6 +164,11 @@ class OpenAIModel:
     @property
     def name(self) -> str:
         return self._model
+
+    @property
+    def provider(self) -> str:
+        """What the loop records as the provider of this model's turns."""
+        return "openai"
 
     @property
     def base_url(self) -> str:
@@ -282,13 +297,15 @@ class OpenAIModel:
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             details = [f"code {exc.code}"] if exc.code else []
+            wait = retry_after(exc.response.headers)
+            details += [f"retry-after {wait:g}s"] if wait is not None else []
             details += [f"request id {exc.request_id}"] if exc.request_id else []
             text = f"{where}: HTTP {status}: {_provider_message(exc)}"
             text += f" ({', '.join(details)})" if details else ""
             if exc.code == "insufficient_quota":  # a 429 that waiting does not fix
                 return ModelError(text)
             if status in _TRANSIENT_STATUSES or status >= 500:
-                return TransientModelError(text)
+                return TransientModelError(text, retry_after=wait)
             return ModelError(text)
         return ModelError(f"{where}: {type(exc).__name__}: {exc}")
 

@@ -20,10 +20,12 @@ without taking a scripted reply. When the queue is empty the server answers with
 
 With ``"stream": true`` the reply comes as Anthropic's server-sent events
 (``chunk_chars`` characters a delta, ``chunk_delay_sec`` apart; ``cut_after=`` drops the
-connection after that many events). A scripted reply is the whole intended answer: a
+connection after that many events, ``error_after=`` sends Anthropic's overloaded ``error``
+event instead of the rest, within the 200). A scripted reply is the whole intended answer: a
 request that continues a partial reply (a trailing assistant prefill, or the partial and
 ``CONTINUE_PROMPT``) gets only the text after it, and each recorded request carries
-``continuation`` (``"fresh"``, ``"prefix"`` or ``"request"``) and ``offset``.
+``continuation`` (``"fresh"``, ``"prefix"`` or ``"request"``), ``offset`` and
+``received_at`` (``time.monotonic()``, to measure a client's wait between requests).
 
 As a separate process, for workers that are killed and restarted mid-stream::
 
@@ -41,10 +43,11 @@ import itertools
 import logging
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -77,13 +80,15 @@ class FakeToolUse:
 @dataclass(frozen=True)
 class FakeReply:
     """One HTTP answer: status, JSON body and headers, after ``delay`` seconds; streamed,
-    the connection is dropped after ``cut_after`` events when that is set."""
+    the connection is dropped after ``cut_after`` events, or an overloaded ``error`` event
+    follows ``error_after`` events, when that is set."""
 
     status: int
     body: dict[str, Any]
     delay: float = 0.0
     cut_after: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    error_after: int | None = None
 
 
 Responder = Callable[[dict[str, Any]], FakeReply]
@@ -132,9 +137,10 @@ class FakeAnthropic:
         cache_write: int = 0,
         cut_after: int | None = None,
         delay: float = 0.0,
+        error_after: int | None = None,
     ) -> None:
         """Queue a text answer (after its thinking block, if given); streamed, cut after
-        ``cut_after`` events if set."""
+        ``cut_after`` events, or given up with an ``error`` event after ``error_after``."""
         body = self.message(
             text,
             [],
@@ -145,7 +151,7 @@ class FakeAnthropic:
             cache_read=cache_read,
             cache_write=cache_write,
         )
-        self.push(FakeReply(200, body, delay, cut_after))
+        self.push(FakeReply(200, body, delay, cut_after, error_after=error_after))
 
     def push_tool_uses(
         self,
@@ -155,6 +161,7 @@ class FakeAnthropic:
         input_tokens: int = 10,
         output_tokens: int = 5,
         cut_after: int | None = None,
+        error_after: int | None = None,
     ) -> None:
         """Queue a reply requesting one or more (parallel) tool calls, in this order."""
         body = self.message(
@@ -165,7 +172,7 @@ class FakeAnthropic:
             input_tokens=input_tokens,
             output_tokens=output_tokens,
         )
-        self.push(FakeReply(200, body, cut_after=cut_after))
+        self.push(FakeReply(200, body, cut_after=cut_after, error_after=error_after))
 
     def push_error(
         self,
@@ -246,7 +253,8 @@ class FakeAnthropic:
         kind, partial = continuation_of(body)
         refused = check_request(body)
         with self._lock:
-            self._requests.append({**body, "continuation": kind, "offset": len(partial)})
+            seen = {"continuation": kind, "offset": len(partial), "received_at": time.monotonic()}
+            self._requests.append({**body, **seen})
             number = len(self._requests)
             reply = None if refused else (self._replies.popleft() if self._replies else None)
         if refused:
@@ -256,9 +264,7 @@ class FakeAnthropic:
         if reply is None:
             return _invalid(f"FakeAnthropic has no scripted reply for request {number}")
         if partial and reply.status == 200:
-            reply = FakeReply(
-                200, continue_reply(reply.body, partial), reply.delay, reply.cut_after
-            )
+            reply = replace(reply, body=continue_reply(reply.body, partial))
         return reply
 
     def _build_app(self) -> FastAPI:
@@ -274,7 +280,10 @@ class FakeAnthropic:
             if body.get("stream") is True and reply.status == 200:
                 events = stream_events(reply.body, chunk_chars=self.chunk_chars)
                 chunks = sse_events(
-                    events, delay_sec=self.chunk_delay_sec, cut_after=reply.cut_after
+                    events,
+                    delay_sec=self.chunk_delay_sec,
+                    cut_after=reply.cut_after,
+                    error_after=reply.error_after,
                 )
                 return StreamingResponse(chunks, media_type="text/event-stream")
             return JSONResponse(_whole(reply.body), status_code=reply.status, headers=reply.headers)

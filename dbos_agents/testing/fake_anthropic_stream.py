@@ -5,7 +5,8 @@ A scripted reply is always a whole Message body (the whole intended answer); the
 helpers cut it down to what the API returns after a prefill and encode it as Anthropic
 streams it (``message_start``, ``ping``, ``content_block_start``/``_delta``/``_stop`` per
 block, ``message_delta`` with the stop reason and usage, ``message_stop``), so the real
-``anthropic`` client parses it unchanged.
+``anthropic`` client parses it unchanged; an ``error`` event within the 200 gives the
+reply up mid-way, as the API does when it is overloaded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from ..models.anthropic_request import CONTINUE_PROMPT
 
 __all__ = [
+    "OVERLOADED_EVENT",
     "StreamCut",
     "check_request",
     "continuation_of",
@@ -174,11 +176,25 @@ def stream_events(body: dict[str, Any], *, chunk_chars: int) -> list[tuple[str, 
     return events
 
 
+OVERLOADED_EVENT: tuple[str, dict[str, Any]] = (
+    "error",
+    {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+)
+"""What Anthropic sends when it gives up on a reply it has begun (the response is a 200)."""
+
+
 async def sse_events(
-    events: list[tuple[str, dict[str, Any]]], *, delay_sec: float, cut_after: int | None
+    events: list[tuple[str, dict[str, Any]]],
+    *,
+    delay_sec: float,
+    cut_after: int | None,
+    error_after: int | None = None,
 ) -> AsyncIterator[str]:
     """The events as ``event:``/``data:`` pairs, ``delay_sec`` apart; after ``cut_after``
-    events the connection is dropped instead."""
+    events the connection is dropped instead, after ``error_after`` an ``error`` event
+    (overloaded) ends the stream."""
+    if error_after is not None:
+        events = [*events[:error_after], OVERLOADED_EVENT]
     for n, (name, data) in enumerate(events):
         if cut_after is not None and n >= cut_after:
             raise StreamCut(f"the fake cut the stream after {cut_after} events")

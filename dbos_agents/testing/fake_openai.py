@@ -45,7 +45,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -75,13 +75,14 @@ class FakeToolCall:
 
 @dataclass(frozen=True)
 class FakeReply:
-    """One HTTP answer: status and JSON body, sent after ``delay`` seconds. Streamed, the
-    connection is dropped after ``cut_after`` chunks when that is set."""
+    """One HTTP answer: status, JSON body and headers, sent after ``delay`` seconds.
+    Streamed, the connection is dropped after ``cut_after`` chunks when that is set."""
 
     status: int
     body: dict[str, Any]
     delay: float = 0.0
     cut_after: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 Responder = Callable[[dict[str, Any]], FakeReply]
@@ -160,10 +161,13 @@ class FakeOpenAI:
         type: str = "server_error",
         code: str | None = None,
         delay: float = 0.0,
+        retry_after: float | None = None,
     ) -> None:
-        """Queue an error with an OpenAI-style body: ``{"error": {message, type, param, code}}``."""
+        """Queue an error with an OpenAI-style body: ``{"error": {message, type, param, code}}``
+        (and the ``retry-after`` header, in seconds, when given)."""
         body = {"error": {"message": message, "type": type, "param": None, "code": code}}
-        self.push(FakeReply(status, body, delay))
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        self.push(FakeReply(status, body, delay, headers=headers))
 
     def completion(
         self,
@@ -239,7 +243,7 @@ class FakeOpenAI:
         if reply is not None:
             if partial and reply.status == 200:
                 body = continue_reply(reply.body, partial)
-                reply = FakeReply(reply.status, body, reply.delay, reply.cut_after)
+                reply = replace(reply, body=body)
             return reply
         return FakeReply(
             400,
@@ -273,7 +277,7 @@ class FakeOpenAI:
                     events, delay_sec=self.chunk_delay_sec, cut_after=reply.cut_after
                 )
                 return StreamingResponse(chunks, media_type="text/event-stream")
-            return JSONResponse(reply.body, status_code=reply.status)
+            return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
 
         @app.get("/_fake/requests")
         async def recorded_requests() -> JSONResponse:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anthropic
 import pytest
 
 from dbos_agents import ConfigurationError, Message, ModelError, ToolCall, TransientModelError
@@ -19,6 +21,7 @@ from dbos_agents.models import (
     AnthropicModel,
     AnthropicPrice,
     Completed,
+    FallbackModel,
     ModelEvent,
     ModelRequest,
     StreamingModel,
@@ -29,6 +32,7 @@ from dbos_agents.models import (
 from dbos_agents.models.anthropic_request import CONTINUE_PROMPT
 from dbos_agents.models.anthropic_stream import Tokens
 from dbos_agents.models.guard import ALLOW_ENV, BLOCK_ENV
+from dbos_agents.models.retry_after import retry_after
 from dbos_agents.testing.fake_anthropic import (
     FakeAnthropic,
     FakeReply,
@@ -366,6 +370,71 @@ def test_rate_limit_and_overload_are_transient(
     text = str(info.value)
     assert f"HTTP {status}" in text and "anthropic" in text and "retry-after 7s" in text
     assert kind in text and len(fake.requests) == 1, "the SDK must not retry on its own"
+    assert info.value.retry_after == 7
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after": "0.5"}, 0.5),
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"retry-after-ms": "250", "retry-after": "1"}, 0.25),
+        ({"retry-after-ms": "soon", "retry-after": "2"}, 2.0),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, None),
+        ({"retry-after": "soon"}, None),
+        ({"retry-after": "-3"}, None),
+        ({"retry-after": "inf"}, None),
+        ({"retry-after": "nan"}, None),
+        ({"retry-after": ""}, None),
+        ({}, None),
+    ],
+)
+def test_retry_after_headers(headers: dict[str, str], expected: float | None) -> None:
+    """Seconds, or OpenAI's milliseconds; a date or garbage is no wait asked for."""
+    assert retry_after(headers) == expected
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [({"retry-after-ms": "1500"}, 1.5), ({"retry-after": "Tue, 1 Jan 2030 00:00:00 GMT"}, None)],
+)
+def test_the_retry_after_asked_for_is_on_the_error(
+    fake: FakeAnthropic, headers: dict[str, str], expected: float | None
+) -> None:
+    body = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    fake.push(FakeReply(529, body, headers=headers))
+    fake.push_error(500, "boom")
+    with pytest.raises(TransientModelError) as info:
+        run_complete(model(fake), ask())
+    assert info.value.retry_after == expected
+    assert pickle.loads(pickle.dumps(info.value)).retry_after == expected  # DBOS pickles it
+    with pytest.raises(TransientModelError) as info:
+        run_complete(model(fake), ask())
+    assert info.value.retry_after is None and "retry-after" not in str(info.value)
+
+
+def test_an_error_event_mid_stream_is_transient(fake: FakeAnthropic) -> None:
+    """A 200 whose stream carries ``event: error`` (overloaded, after some deltas): the SDK
+    raises ``APIStatusError`` for it, the adapter a ``TransientModelError``."""
+    fake.push_text(ANSWER, error_after=6)
+    events: list[ModelEvent] = []
+
+    async def go() -> None:
+        m = model(fake)
+        try:
+            async for e in m.stream(ask()):
+                events.append(e)
+        finally:
+            await m.aclose()
+
+    with pytest.raises(TransientModelError, match="Overloaded") as info:
+        asyncio.run(go())
+    cause = info.value.__cause__
+    assert isinstance(cause, anthropic.APIStatusError) and cause.type == "overloaded_error"
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    assert texts and ANSWER.startswith("".join(texts)) and "".join(texts) != ANSWER
+    assert not [e for e in events if isinstance(e, Completed)]
 
 
 @pytest.mark.parametrize("status", [500, 503])
@@ -477,3 +546,30 @@ def test_a_tool_call_cut_at_max_tokens_has_arguments_that_do_not_parse(
     [call] = completed(run_stream(model(fake), ask(tools=[LOOKUP]))).tool_calls
     with pytest.raises(ValueError):
         call.parsed_arguments()
+
+
+def test_fallback_does_not_wait_for_the_primary_s_retry_after(fake: FakeAnthropic) -> None:
+    """An overloaded primary's turn goes to the next model at once, whatever wait it
+    asked for; when every model fails, the error is still transient (the loop retries)."""
+    primary, second = model(fake), model(fake, max_tokens=1000)
+    chain = FallbackModel(primary, second)
+
+    async def go() -> tuple[list[ModelEvent], BaseException | None]:
+        try:
+            events = [e async for e in chain.stream(ask())]
+            try:
+                await chain.complete(ask())
+            except TransientModelError as exc:
+                return events, exc
+            return events, None
+        finally:
+            await primary.aclose()
+            await second.aclose()
+
+    fake.push_error(529, "Overloaded", type="overloaded_error", retry_after=30)
+    fake.push_text(ANSWER)
+    fake.push_error(529, "Overloaded", type="overloaded_error", retry_after=30)
+    fake.push_error(429, "slow down", type="rate_limit_error", retry_after=5)
+    events, error = asyncio.run(go())
+    assert completed(events).text == ANSWER and len(fake.requests) == 4
+    assert isinstance(error, TransientModelError) and "every model failed" in str(error)

@@ -133,6 +133,31 @@ def test_settings_pass_through_for_known_keys(fake: FakeOpenAI) -> None:
     assert "x" not in body
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+def test_reasoning_settings_reach_the_wire(fake: FakeOpenAI, streamed: bool) -> None:
+    """Reasoning models take ``max_completion_tokens`` (not ``max_tokens``) and
+    ``reasoning_effort``; a ``None`` setting is not sent."""
+    before = len(fake.requests)
+    fake.push_text("ok")
+    model = OpenAIModel("o4-mini", base_url=fake.base_url)
+    settings = {"reasoning_effort": "low", "max_completion_tokens": 300, "temperature": None}
+    request = ask().model_copy(update={"settings": settings})
+
+    async def run() -> None:
+        try:
+            if streamed:
+                assert [e async for e in model.stream(request)]
+            else:
+                await model.complete(request)
+        finally:
+            await model.aclose()
+
+    asyncio.run(run())
+    [body] = new_requests(fake, before)
+    assert (body["reasoning_effort"], body["max_completion_tokens"]) == ("low", 300)
+    assert "temperature" not in body and "max_tokens" not in body
+
+
 def test_tool_call_turn(fake: FakeOpenAI) -> None:
     before = len(fake.requests)
     fake.push_tool_calls(FakeToolCall("lookup", '{"order_id": "A1"}', id="call_abc"))
@@ -249,6 +274,44 @@ def test_429_is_transient_and_not_retried_by_the_sdk(fake: FakeOpenAI) -> None:
     fake.push_text("recovered")
     assert complete(model, ask()).text == "recovered"
     assert len(new_requests(fake, before)) == 2
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after": "3"}, 3.0),
+        ({"retry-after-ms": "1200", "retry-after": "2"}, 1.2),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, None),
+        ({"retry-after": "later"}, None),
+        ({}, None),
+    ],
+)
+@pytest.mark.parametrize("status", [429, 503])
+def test_the_retry_after_asked_for_is_on_the_error(
+    fake: FakeOpenAI, status: int, headers: dict[str, str], expected: float | None
+) -> None:
+    body = {"error": {"message": "slow down", "type": "requests", "param": None, "code": None}}
+    fake.push(FakeReply(status, body, headers=headers))
+    with pytest.raises(TransientModelError) as info:
+        complete(OpenAIModel(base_url=fake.base_url), ask())
+    assert info.value.retry_after == expected
+    assert ("retry-after" in str(info.value)) is (expected is not None)
+
+
+def test_the_retry_after_of_a_refused_stream_is_on_the_error(fake: FakeOpenAI) -> None:
+    fake.push_error(429, "Rate limit reached", code="rate_limit", retry_after=4)
+    model = OpenAIModel(base_url=fake.base_url)
+
+    async def run() -> None:
+        try:
+            async for _ in model.stream(ask()):
+                pass
+        finally:
+            await model.aclose()
+
+    with pytest.raises(TransientModelError) as info:
+        asyncio.run(run())
+    assert info.value.retry_after == 4
 
 
 def test_429_for_an_exhausted_quota_is_permanent(fake: FakeOpenAI) -> None:
