@@ -58,6 +58,7 @@ from .records import (
     StatusEvent,
     SubmitOutcome,
     ToolCallRecord,
+    TurnUsage,
 )
 from .results import ToolError, ToolResult
 from .tool_context import APPROVAL, Decision, StepInfo
@@ -118,6 +119,7 @@ __all__ = [
     "SessionInfo",
     "ToolCall",
     "ToolCallRecord",
+    "TurnUsage",
     "ToolError",
     "ToolResult",
     "Usage",

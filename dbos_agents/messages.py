@@ -7,7 +7,7 @@ round-trips exactly, so a replayed step yields the same objects as the first run
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -55,21 +55,35 @@ class Thinking(BaseModel):
     redacted: str | None = None
 
 
-class _KeepsThinking(BaseModel):
-    """A subclass's ``thinking`` is left out of a dump when empty: replies without
-    reasoning dump (and so store and serve) exactly as before the field existed."""
+class _OmitsUnset(BaseModel):
+    """A subclass's fields named in ``_omitted_unset`` are left out of a dump while they hold
+    their default (``thinking`` empty, ``provider`` None): a value without them dumps (and so
+    stores, serves and replays) byte for byte as before those fields existed, and a dump
+    that leaves one out validates back to the default, so the round trip stays exact."""
+
+    _omitted_unset: ClassVar[tuple[str, ...]] = ()
+    _unset: ClassVar[dict[str, object]] = {}
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        fields = cls.model_fields
+        cls._unset = {
+            name: fields[name].get_default(call_default_factory=True) for name in cls._omitted_unset
+        }
 
     @model_serializer(mode="wrap")
-    def _drop_empty_thinking(
+    def _drop_unset(
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, object]:
         data: dict[str, object] = handler(self)
-        if not getattr(self, "thinking", None):
-            data.pop("thinking", None)
+        for name, default in self._unset.items():
+            if getattr(self, name) == default:  # "" is a provider: only None is unset
+                data.pop(name, None)
         return data
 
 
-class Message(_KeepsThinking):
+class Message(_OmitsUnset):
     """One transcript entry, as stored in ``dbos_agents.messages`` and sent to models.
 
     ``thinking`` (an assistant message's reasoning blocks) travels with the run's
@@ -84,6 +98,8 @@ class Message(_KeepsThinking):
     name: str | None = None
     """For ``tool`` messages, the tool's name."""
     thinking: list[Thinking] = Field(default_factory=list)
+
+    _omitted_unset = ("thinking",)
 
 
 class Usage(BaseModel):
@@ -105,7 +121,7 @@ class Usage(BaseModel):
         )
 
 
-class ModelResponse(_KeepsThinking):
+class ModelResponse(_OmitsUnset):
     """What one model call returned: text, tool calls or both, and what it cost;
     ``thinking``: reasoning blocks to send back with the assistant message (never text)."""
 
@@ -113,4 +129,11 @@ class ModelResponse(_KeepsThinking):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     model: str | None = None
+    """The model that answered, as its provider names it; recorded with the turn's usage."""
+    provider: str | None = None
+    """Who served it (``openai``, ``anthropic``, ...). An adapter may leave it unset: the
+    loop then takes the answering model's optional ``provider`` attribute (``FallbackModel``
+    sets the one of the model that answered). Left out of dumps while None."""
     thinking: list[Thinking] = Field(default_factory=list)
+
+    _omitted_unset = ("thinking", "provider")

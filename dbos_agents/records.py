@@ -84,6 +84,21 @@ class ToolCallRecord(BaseModel):
     error_kind: str | None = None
 
 
+class TurnUsage(BaseModel):
+    """One recorded model turn's usage (``AgentClient.usage``): which model answered it, as
+    its provider names it, and what it cost. ``provider`` is None for turns recorded before
+    it was kept, and for a model that names none."""
+
+    run_seq: int
+    turn: int
+    """The session's turn number, counted across its runs (``history(at_turn=)``'s)."""
+    model: str | None
+    provider: str | None
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
 class StatusEvent(BaseModel):
     """Where a session's current run stands (the data of an SSE ``status`` event)."""
 

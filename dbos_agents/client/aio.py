@@ -162,6 +162,7 @@ class AsyncAgentClient(AsyncStateReads):
     queued_runs = _awaited(AgentClient.queued_runs)
     events = _awaited(AgentClient.events)
     history = _awaited(AgentClient.history)
+    usage = _awaited(AgentClient.usage)
     fork = _awaited(AgentClient.fork)
     tool_calls = _awaited(AgentClient.tool_calls)
     submit_tool_result = _awaited(AgentClient.submit_tool_result)

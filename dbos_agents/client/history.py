@@ -1,5 +1,6 @@
 """``AgentClient``'s reads of a session's past and its forks: ``history`` (whole, or as it
-was after a turn) and ``fork`` (a base class of ``AgentClient``, like ``LiveReads``).
+was after a turn), ``usage`` (who answered each turn, and what it cost) and ``fork`` (a
+base class of ``AgentClient``, like ``LiveReads``).
 
 Turn n is the session's n-th assistant message, across runs; what "as it was after turn n"
 holds and what a fork copies is defined once, in ``store/fork.py``. A fork is authorized
@@ -15,7 +16,7 @@ from dbos import DBOSClient
 from .. import storable
 from ..errors import InvalidRequestError
 from ..outcome import SessionInfo
-from ..records import HistoryEntry
+from ..records import HistoryEntry, TurnUsage
 from ..settings import Settings
 from ..store import fork as forks
 from ..store import transcript
@@ -49,6 +50,15 @@ class HistoryReads:
         if at_turn is None:
             return transcript.history(self.engine, session_id)
         return forks.history_at(self.engine, session_id, _turn(at_turn))
+
+    @translated
+    def usage(self, session_id: str) -> list[TurnUsage]:
+        """One ``TurnUsage`` per model turn the session recorded, in order: the model that
+        answered (its name and provider), tokens and cost. The session's own turns only: a
+        sub-agent's turns are under its own session id (read them with that id); a fork's
+        copied turns read as the source recorded them."""
+        self._own(session_id)
+        return transcript.turn_usage(self.engine, session_id)
 
     @translated
     def fork(self, session_id: str, *, at_turn: int, message: str) -> str:

@@ -252,7 +252,7 @@ class Ledger:
                     sid, spec["run_seq"], turn, requested, set(opened.dispatched)
                 ),
                 *_open_stmts(spec, opened),
-                transcript.record_usage_stmt(spec, turn, response.model, response.usage, record),
+                transcript.record_usage_stmt(spec, turn, response, record),
                 sessions.add_usage_stmt(sid, response.usage),
             ]
 

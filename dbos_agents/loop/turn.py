@@ -26,7 +26,7 @@ from .. import _dbos, storable
 from ..agent import Agent
 from ..ids import idempotency_key
 from ..mcp.server import Listing
-from ..messages import Message, ToolCall
+from ..messages import Message, ModelResponse, ToolCall
 from ..models.base import ModelRequest
 from ..outcome import RunSpec
 from ..store import state as state_rows
@@ -72,6 +72,15 @@ def unique_ids(calls: list[ToolCall], used: set[str], turn: int, namespace: str)
             )
         )
     return out
+
+
+def _provider(response: ModelResponse, agent: Agent) -> str | None:
+    """Who answered: the adapter's word, else the agent's model's optional ``provider``
+    attribute (``Model`` does not require one, so adapters written before it still fit)."""
+    if response.provider is not None:
+        return storable.text(response.provider)
+    provider = getattr(get_context().model_for(agent.name), "provider", None)
+    return storable.text(provider) if isinstance(provider, str) else None
 
 
 async def _instructions(spec: RunSpec, agent: Agent) -> str:
@@ -144,7 +153,11 @@ async def model_turn(
         calls = unique_ids(response.tool_calls, set(used_ids), turn, namespace)
         # The model's text is stored and shown as it is, minus what Postgres cannot hold.
         response = response.model_copy(
-            update={"tool_calls": calls, "text": storable.optional_text(response.text)}
+            update={
+                "tool_calls": calls,
+                "text": storable.optional_text(response.text),
+                "provider": _provider(response, agent),
+            }
         )
         turn_plan = plan(agent, calls)
         waits, dispatched = openings(agent, turn_plan)  # they open with the turn's rows

@@ -1,8 +1,9 @@
 """``FallbackModel``: the turn goes to the next model when a provider fails for reasons
 that are not the request's (``TransientModelError``: overloaded, 5xx, a timeout, a rate
 limit), and a failure that is the request's (``ModelError``: a 400, a context too long)
-is not hidden behind another model. The answering model's name is on its response, which
-the turn records with its usage, so a replay of a recorded turn asks none of them.
+is not hidden behind another model. The answering model's name and provider are on its
+response, which the turn records with its usage, so a replay of a recorded turn asks none
+of them.
 """
 
 from __future__ import annotations
@@ -44,16 +45,16 @@ class FallbackModel:
         return all(isinstance(m, StreamingModel) and m.continues for m in self.models)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        failures: list[str] = []
+        failures: list[TransientModelError] = []
         for model in self.models:
             try:
                 return _named(await model.complete(request), model)
             except TransientModelError as exc:
                 failures.append(self._failed(model, exc))
-        raise TransientModelError("every model failed: " + "; ".join(failures))
+        raise _all_failed(failures)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        failures: list[str] = []
+        failures: list[TransientModelError] = []
         for model in self.models:
             shown = False
             try:
@@ -71,18 +72,34 @@ class FallbackModel:
                 if shown:
                     raise
                 failures.append(self._failed(model, exc))
-        raise TransientModelError("every model failed: " + "; ".join(failures))
+        raise _all_failed(failures)
 
-    def _failed(self, model: Model, exc: Exception) -> str:
+    def _failed(self, model: Model, exc: TransientModelError) -> TransientModelError:
         log.warning(
             "model failed; the turn goes to the next model",
             extra={"event": "model_fallback", "model": model.name, "error": str(exc)},
         )
-        return f"{model.name}: {exc}"
+        return TransientModelError(f"{model.name}: {exc}", retry_after=exc.retry_after)
+
+
+def _all_failed(failures: list[TransientModelError]) -> TransientModelError:
+    """Every model failed: the turn is retried after the shortest wait any of them asked
+    for (the first to be ready again), or the loop's backoff if none asked."""
+    waits = [f.retry_after for f in failures if f.retry_after is not None]
+    return TransientModelError(
+        "every model failed: " + "; ".join(map(str, failures)),
+        retry_after=min(waits) if len(waits) == len(failures) else None,
+    )
 
 
 def _named(response: ModelResponse, model: Model) -> ModelResponse:
-    """The response with the answering model's name (what the turn records)."""
-    if response.model:
-        return response
-    return response.model_copy(update={"model": model.name})
+    """The response with the answering model's name and provider (what the turn records),
+    where its adapter left them unset: the loop only knows this ``FallbackModel``, which
+    is no provider."""
+    update: dict[str, str] = {}
+    if not response.model:
+        update["model"] = model.name
+    provider = getattr(model, "provider", None)
+    if response.provider is None and isinstance(provider, str):
+        update["provider"] = provider
+    return response.model_copy(update=update) if update else response

@@ -79,6 +79,11 @@ class ScriptedModel:
         return self._name
 
     @property
+    def provider(self) -> str:
+        """``scripted``: what the loop records as the provider of the turns it plays."""
+        return "scripted"
+
+    @property
     def continues(self) -> bool:
         """True: ``stream`` honours ``continue_from``."""
         return True

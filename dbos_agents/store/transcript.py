@@ -1,4 +1,5 @@
-"""The transcript (``messages``) and token usage (``usage``): the one module writing them.
+"""The transcript (``messages``) and token usage (``usage``): the one module writing them,
+and reading a session's turns' usage (``turn_usage``).
 
 Messages are numbered per session under the session row lock; a unique index keeps one
 ``tool`` message per tool call whatever a replay does.
@@ -14,9 +15,9 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 
 from .. import storable
-from ..messages import JSONValue, Message, Usage
+from ..messages import JSONValue, Message, ModelResponse
 from ..outcome import RunSpec
-from ..records import HistoryEntry
+from ..records import HistoryEntry, TurnUsage
 from .pg import Stmt
 from .schema import SCHEMA as S
 
@@ -108,23 +109,22 @@ def run_state_stmt(spec: RunSpec) -> Stmt:
 
 
 def record_usage_stmt(
-    spec: RunSpec,
-    turn: int,
-    model: str | None,
-    usage: Usage,
-    record: BaseModel | None = None,
+    spec: RunSpec, turn: int, response: ModelResponse, record: BaseModel | None = None
 ) -> Stmt:
-    """The turn's usage row; ``record`` (the turn's output, dumped here once) makes the
-    turn replayable without a second model call."""
+    """The turn's usage row: who answered (model, provider), tokens and cost; ``record``
+    (the turn's output, dumped here once) makes the turn replayable without a second model
+    call."""
+    usage = response.usage
     return (
-        f"INSERT INTO {S}.usage (session_id, run_seq, turn, model, input_tokens,"
+        f"INSERT INTO {S}.usage (session_id, run_seq, turn, model, provider, input_tokens,"
         " output_tokens, cost_usd, tenant_id, response) VALUES (:s, :run, :turn, :model,"
-        " :i, :o, :c, :t, CAST(:resp AS jsonb))",
+        " :provider, :i, :o, :c, :t, CAST(:resp AS jsonb))",
         {
             "s": spec["session_id"],
             "run": spec["run_seq"],
             "turn": turn,
-            "model": model,
+            "model": storable.optional_text(response.model),
+            "provider": storable.optional_text(response.provider),
             "i": usage.input_tokens,
             "o": usage.output_tokens,
             "c": usage.cost_usd,
@@ -196,3 +196,18 @@ def entries(
 def history(engine: sa.Engine, session_id: str) -> list[HistoryEntry]:
     with engine.connect() as conn:
         return entries(conn, session_id)
+
+
+def turn_usage(engine: sa.Engine, session_id: str) -> list[TurnUsage]:
+    """The session's own usage rows (a sub-agent's are under its session), one per
+    recorded model turn, in order."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT run_seq, turn, model, provider, input_tokens, output_tokens,"
+                f" cost_usd::float8 AS cost_usd FROM {S}.usage WHERE session_id = :s"
+                " ORDER BY run_seq, turn"
+            ),
+            {"s": session_id},
+        ).all()
+    return [TurnUsage.model_validate(r._asdict()) for r in rows]

@@ -291,6 +291,10 @@ class WholeReplies:
     def name(self) -> str:
         return self.inner.name
 
+    @property
+    def provider(self) -> str:
+        return self.inner.provider
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         return await self.inner.complete(request)
 

@@ -52,6 +52,10 @@ class StreamedScript:
         return self.inner.name
 
     @property
+    def provider(self) -> str:
+        return self.inner.provider
+
+    @property
     def continues(self) -> bool:
         return True
 

@@ -44,6 +44,7 @@ def test_support_desk_on_openai_wire_with_429_parallel_calls_and_bad_arguments(
             finally:
                 worker.stop()
             history = h.client.history(sid)
+            turns = h.client.usage(sid)
         assert info.status == "completed", worker.log()[-3000:]
         assert info.final_output and info.final_output.startswith("Your order A-42")
         # The 429 was retried by the durable model step: 3 requests for 2 answers.
@@ -64,4 +65,7 @@ def test_support_desk_on_openai_wire_with_429_parallel_calls_and_bad_arguments(
         last = fake.requests[-1]["messages"]
         assert [m.get("tool_call_id") for m in last if m["role"] == "tool"] == ["c1", "c2"]
         assert info.usage.input_tokens == 20 and info.usage.cost_usd > 0
+        # The adapter leaves the provider to the loop, which takes the model's own.
+        assert [(t.turn, t.provider) for t in turns] == [(1, "openai"), (2, "openai")]
+        assert sum(t.input_tokens for t in turns) == info.usage.input_tokens
         assert not (tmp_path / "payments.jsonl").exists()  # the malformed refund never ran

@@ -50,6 +50,7 @@ EXPECTED_ALL = {
     "SessionInfo",
     "ToolCall",
     "ToolCallRecord",
+    "TurnUsage",
     "ToolError",
     "ToolResult",
     "Usage",

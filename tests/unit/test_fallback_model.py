@@ -62,6 +62,19 @@ def test_every_model_failing_is_one_transient_error_naming_each() -> None:
         asyncio.run(model.complete(REQ))
 
 
+@pytest.mark.parametrize(
+    ("waits", "retry_after"), [((30.0, 5.0), 5.0), ((30.0, None), None), ((None, None), None)]
+)
+def test_every_model_failing_waits_the_shortest_wait_all_asked_for(
+    waits: tuple[float | None, float | None], retry_after: float | None
+) -> None:
+    model = FallbackModel(*(Broken(TransientModelError("429", retry_after=w)) for w in waits))
+    for attempt in (lambda: asyncio.run(model.complete(REQ)), lambda: events(model)):
+        with pytest.raises(TransientModelError) as caught:
+            attempt()
+        assert caught.value.retry_after == retry_after  # one that asked nothing may be ready
+
+
 def test_a_stream_that_failed_after_showing_pieces_is_not_replaced_mid_reply() -> None:
     model = FallbackModel(Broken(TransientModelError("cut"), after_pieces=2), ScriptedModel(["x"]))
     with pytest.raises(TransientModelError, match="cut"):
