@@ -1,7 +1,8 @@
 """Model adapters and the protocol they implement.
 
 ``OpenAIModel`` and ``Price`` load on first use, so ``openai`` is only needed by those who
-use them; ``AnthropicModel`` and ``AnthropicPrice`` likewise (the ``anthropic`` extra).
+use them; ``AnthropicModel`` and ``AnthropicPrice`` likewise (the ``anthropic`` extra), and
+``PydanticAIModel`` (the ``pydantic-ai`` extra: every other provider).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .scripted import ScriptedModel, call, calls
 
 if TYPE_CHECKING:
     from .anthropic import AnthropicModel, AnthropicPrice
+    from .bridge import PydanticAIModel
     from .openai import OpenAIModel, Price
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "ToolCallDelta",
     "OpenAIModel",
     "Price",
+    "PydanticAIModel",
     "ScriptedModel",
     "ToolSpec",
     "call",
@@ -54,4 +57,8 @@ def __getattr__(name: str) -> object:
         from . import anthropic
 
         return getattr(anthropic, name)
+    if name == "PydanticAIModel":
+        from .bridge import PydanticAIModel
+
+        return PydanticAIModel
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

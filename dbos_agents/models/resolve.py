@@ -1,13 +1,17 @@
 """A model named by a string (``"anthropic:claude-haiku-4-5"``), resolved once, where the
 agent or the runtime is defined: an unknown provider or a missing extra is a
-``DefinitionError`` then, not a failed run later."""
+``DefinitionError`` then, not a failed run later.
+
+``openai`` and ``anthropic`` get our own adapters; any other provider goes through the
+Pydantic AI bridge (``PydanticAIModel``) when ``pydantic-ai-slim`` is installed, which
+knows the provider or says it does not."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
 
-from ..errors import DefinitionError
+from ..errors import ConfigurationError, DefinitionError
 from .base import Model
 
 PROVIDERS: dict[str, tuple[str, str, str | None]] = {
@@ -30,10 +34,7 @@ def model_from(spec: Model | str) -> Model:
              " 'anthropic:claude-haiku-4-5', or pass a Model"],
         )  # fmt: skip
     if provider not in PROVIDERS:
-        known = ", ".join(sorted(PROVIDERS))
-        raise DefinitionError(
-            f"model {spec!r}", [f"unknown provider {provider!r} (known: {known})"]
-        )
+        return _bridged(spec)
     module, cls, extra = PROVIDERS[provider]
     if importlib.util.find_spec(module) is None:
         hint = f"pip install 'dbos-agents[{extra}]'" if extra else f"pip install {module}"
@@ -41,3 +42,21 @@ def model_from(spec: Model | str) -> Model:
     adapter = getattr(importlib.import_module(f"dbos_agents.models.{module}"), cls)
     built: Model = adapter(name)
     return built
+
+
+def _bridged(spec: str) -> Model:
+    """Another provider's model through Pydantic AI's classes."""
+    if importlib.util.find_spec("pydantic_ai") is None:
+        known = ", ".join(sorted(PROVIDERS))
+        raise DefinitionError(
+            f"model {spec!r}",
+            [f"{spec.partition(':')[0]!r} is not one of ours ({known}); other providers go"
+             " through Pydantic AI: pip install 'dbos-agents[pydantic-ai]' and the"
+             " provider's extra (e.g. 'pydantic-ai-slim[google]')"],
+        )  # fmt: skip
+    from .bridge import PydanticAIModel
+
+    try:
+        return PydanticAIModel(spec)
+    except ConfigurationError as exc:
+        raise DefinitionError(f"model {spec!r}", [str(exc)]) from exc

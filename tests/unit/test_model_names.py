@@ -26,7 +26,7 @@ def test_provider_strings_build_their_adapters(monkeypatch: pytest.MonkeyPatch) 
     [
         ("gpt-4.1", "write it as 'provider:model'"),
         ("openai:", "write it as 'provider:model'"),
-        ("gemini:flash", "unknown provider 'gemini' (known: anthropic, openai)"),
+        ("gemini:flash", "Unknown model: gemini:flash"),  # not a provider Pydantic AI knows
     ],
 )
 def test_bad_names_are_definition_errors(spec: str, says: str) -> None:
@@ -42,3 +42,14 @@ def test_a_missing_extra_names_the_install(monkeypatch: pytest.MonkeyPatch) -> N
     )
     with pytest.raises(DefinitionError, match=r"pip install 'dbos-agents\[anthropic\]'"):
         model_from("anthropic:claude-haiku-4-5")
+
+
+def test_other_providers_need_the_bridge_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "pydantic_ai" else real(n, *a)
+    )
+    with pytest.raises(DefinitionError) as err:
+        model_from("google:gemini-2.5-flash")
+    assert "'google' is not one of ours (anthropic, openai)" in str(err.value)
+    assert "pip install 'dbos-agents[pydantic-ai]'" in str(err.value)

@@ -1,0 +1,166 @@
+"""``PydanticAIModel`` end to end in real worker processes, on Gemini's wire format (the
+official ``google-genai`` SDK under Pydantic AI's ``GoogleModel``, against
+``dbos_agents.testing.fake_gemini``): a 429 retried by the durable turn, parallel function
+calls answered in one turn, thinking sent back and never shown, usage and cost recorded;
+and a worker SIGKILLed mid-stream: the bridge cannot continue a reply, so the shown text is
+withdrawn and the reply asked again whole, and the answer is stored exactly once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import namedtuple_row
+
+from dbos_agents.testing import CrashHarness
+from dbos_agents.testing.fake_gemini import FakeFunctionCall, serve_fake_gemini
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+APP = "tests.bridge.gemini_app:runtime"
+ANSWER = "A-42 shipped on Monday, and so did B-7."
+TEXT = " ".join(f"word{i:03d}" for i in range(100))
+"""About 800 characters: 200 chunks of 4 characters, one per 20 ms (4 s of streaming)."""
+
+
+def test_tool_loop_with_rate_limit_parallel_calls_and_thinking(
+    fresh_database_url: str, tmp_path: Path
+) -> None:
+    with serve_fake_gemini() as fake:
+        fake.push_error(429, "Resource exhausted.", retry_after=0)
+        fake.push_function_calls(
+            FakeFunctionCall("lookup", {"order_id": "A-42"}),
+            FakeFunctionCall("lookup", {"order_id": "B-7"}),
+            thinking="Two orders: look both up.",
+            input_tokens=100,
+            output_tokens=20,
+        )
+        fake.push_text(ANSWER, thinking="Both found.", input_tokens=150, output_tokens=10)
+        with CrashHarness(
+            APP,
+            fresh_database_url,
+            env={"FAKE_GEMINI_URL": fake.base_url, "DBOS_AGENTS_MODEL_BACKOFF_INITIAL_SEC": "0.05"},
+            executor_id="bridge-tools",
+            log_dir=tmp_path,
+            cwd=REPO,
+        ) as h:
+            worker = h.start_worker()
+            try:
+                sid = h.client.start("support", "Where are A-42 and B-7?")
+                info = h.client.wait(sid, timeout=60)
+            finally:
+                worker.stop()
+            history = h.client.history(sid)
+            usage = h.client.usage(sid)
+        requests = fake.requests
+    assert info.status == "completed", worker.log()[-3000:]
+    assert info.final_output == ANSWER
+    assert len(requests) == 3 and requests[0]["contents"] == requests[1]["contents"]
+    assert all(r["stream"] is True and r["model"] == "gemini-2.5-flash" for r in requests)
+    contents = requests[-1]["contents"]
+    model_turn = next(c for c in contents if c["role"] == "model")
+    calls = [p["functionCall"] for p in model_turn["parts"] if "functionCall" in p]
+    assert [c["args"] for c in calls] == [{"order_id": "A-42"}, {"order_id": "B-7"}]
+    assert any("thoughtSignature" in p for p in model_turn["parts"])  # sent back
+    answered = [
+        p["functionResponse"] for c in contents for p in c["parts"] if "functionResponse" in p
+    ]
+    assert [a["id"] for a in answered] == [c["id"] for c in calls]
+    assert "A-42 shipped" in json.dumps(answered[0]) and "B-7 shipped" in json.dumps(answered[1])
+    shown = " ".join(m.content or "" for m in history)
+    assert "Two orders" not in shown and "Both found" not in shown
+    assert info.usage.input_tokens == 250 and info.usage.output_tokens >= 30
+    assert info.usage.cost_usd > 0  # gemini-2.5-flash is in genai-prices' list
+    assert [(u.model, u.provider) for u in usage] == [("gemini-2.5-flash", "google")] * 2
+
+
+@pytest.fixture(scope="module")
+def fake_gemini() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "dbos_agents.testing.fake_gemini", "--text", TEXT),
+            *("--chunk-chars", "4", "--chunk-delay", "0.02"),
+        ],
+        stdout=subprocess.PIPE,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().decode().strip()
+    assert url.startswith("http://127.0.0.1:"), url
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _requests(url: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"{url}/_fake/requests", timeout=10) as r:
+        return list(json.loads(r.read()))
+
+
+def _deltas(db: str, sid: str) -> list[Any]:
+    with psycopg.connect(db, autocommit=True) as conn, conn.cursor(row_factory=namedtuple_row) as c:
+        c.execute(
+            "SELECT turn, attempt, part, kind, tool_index, text FROM dbos_agents.deltas"
+            " WHERE session_id = %s ORDER BY id",
+            (sid,),
+        )
+        return c.fetchall()
+
+
+def _shown(rows: list[Any]) -> str:
+    text = ""
+    for r in rows:
+        if r.kind == "text":
+            text += r.text
+        elif r.kind == "retract" and r.tool_index is None:
+            text = ""
+    return text
+
+
+@pytest.mark.crash
+def test_sigkill_mid_stream_asks_again_whole_and_stores_the_answer_once(
+    fresh_database_url: str, fake_gemini: str, tmp_path: Path
+) -> None:
+    with CrashHarness(
+        APP,
+        fresh_database_url,
+        env={"FAKE_GEMINI_URL": fake_gemini},
+        executor_id="bridge-writer",
+        log_dir=tmp_path,
+        cwd=REPO,
+    ) as h:
+        db = h.database_url
+        sid = h.client.start("writer", "write it")
+        worker = h.start_worker()
+        try:
+            deadline = time.monotonic() + 60
+            while len(_deltas(db, sid)) < 30 and time.monotonic() < deadline:
+                time.sleep(0.05)  # a good part of the reply is shown, not all of it
+            assert h.client.session(sid).status != "completed", "the reply was not cut"
+            worker.kill()
+            shown_before = _shown(_deltas(db, sid))
+            assert shown_before and TEXT.startswith(shown_before)
+            worker = h.start_worker()
+            assert h.client.wait(sid, timeout=120).status == "completed"
+        finally:
+            worker.stop()
+        rows = _deltas(db, sid)
+        history = h.client.history(sid)
+    parts = [(r.turn, r.attempt, r.part) for r in rows]
+    assert len(parts) == len(set(parts)), "a delta was appended twice"
+    retracts = [r for r in rows if r.kind == "retract"]
+    assert len(retracts) == 1 and retracts[0].attempt == 2, "the cut text is withdrawn once"
+    assert _shown(rows) == TEXT
+    assert [m.content for m in history if m.role == "assistant"] == [TEXT]
+    requests = _requests(fake_gemini)
+    assert len(requests) == 2 and requests[0]["contents"] == requests[1]["contents"]
