@@ -23,6 +23,8 @@ DBOS would recover leftover workflows of an earlier run and measure those too:
 6. bench/streaming.py --json (live streams) and bench/chat_ui.py --json (the AI SDK's client
    with 1 and 100 chats at once; then again with `serve --workers 2`), each with its worker
    and server in processes of their own.
+7. bench/models.py --json: the Anthropic adapter against the OpenAI adapter per turn, and
+   each adapter's CPU per streamed piece against its SDK's bare stream loop.
 
 Every ratio in the report divides by a floor measured in the same run (on the same machine,
 at the same load), never by a number from another day: on a shared machine absolute
@@ -243,7 +245,11 @@ def run_all(server_url: str, sizes: Sizes, peers: bool) -> dict[str, Any]:
         [*(PY, "bench/chat_ui.py", "--json", "--server-url", server_url, "--server-workers", "2")],
         timeout=3600,
     )[-1]
+    models = run_json(
+        "10 models", [PY, "bench/models.py", "--json", "--database-url", server_url], timeout=1800
+    )[-1]
     return {
+        "models": models,
         "streaming": streaming,
         "streaming_workers": streaming_workers,
         "chat_ui": chat_ui,

@@ -29,6 +29,7 @@ from live_sections import chat_ui_section, streaming_section
 from machine import pkg_version
 from sections import (
     concurrency_section,
+    models_section,
     parked_section,
     parking_section,
     recovery_section,
@@ -284,6 +285,7 @@ def report(
         *concurrency_section(results.get("concurrency")),
         *streaming_section(results.get("streaming"), results.get("streaming_workers")),
         *chat_ui_section(results.get("chat_ui"), results.get("chat_ui_workers")),
+        *models_section(results.get("models")),
         "## What each benchmark is",
         "",
         "- `bench/turn_overhead.py`: dbos-agents' durable loop (a model step that records the"
@@ -311,6 +313,8 @@ def report(
         "- `bench/chat_ui.py`: the AI SDK's client (`AbstractChat` + `DefaultChatTransport`,"
         " in Node) with N chats at once on one worker: first token after the model's first"
         " delta, a client tool's round trip (worker, server and client in three processes).",
+        "- `bench/models.py`: Anthropic's adapter against OpenAI's per turn, and each"
+        " adapter's CPU per streamed piece against its SDK's bare stream loop.",
         "- `bench/http_submit.py` (HTTP submit throughput through `dbos-agents serve`) needs a"
         " worker and a server process and is run on its own.",
         "",

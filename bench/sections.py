@@ -255,3 +255,24 @@ def concurrency_section(res: dict[str, Any] | None) -> list[str]:
             "",
         ]
     return out
+
+
+def models_section(res: dict[str, Any] | None) -> list[str]:
+    """bench/models.py: the two adapters per turn, and each one's CPU per streamed piece."""
+    if res is None:
+        return ["## Model adapters", "", "Not measured (`python bench/models.py`).", ""]
+    turn = res["per_turn"]["ratio"]
+    body = [(p, f"{v['sdk_us']:.1f}", f"{v['adapter_us']:.1f}", f"{v['ratio']:.2f}x",
+             met(v["ratio"] <= 1.2)) for p, v in res["per_piece"].items()]  # fmt: skip
+    return [
+        "## Model adapters",
+        "",
+        f"`bench/models.py` (fake servers in processes of their own, the same streamed"
+        f" replies; medians of {res['sizes']['rounds']} alternated rounds): per turn through"
+        f" a worker, Anthropic / OpenAI **{turn:.2f}x** (goal <= 1.10x: {met(turn <= 1.1)});"
+        " CPU per streamed piece against the SDK's own stream loop (goal <= 1.20x) below."
+        " See docs/bench-notes/models.md.",
+        "",
+        table(("provider", "SDK us/piece", "adapter us/piece", "ratio", "met"), body),
+        "",
+    ]
