@@ -83,7 +83,11 @@ class Agent:
             problems.append("instructions must be a string or a function of the state")
         problems += check_model(state, migrate_state)
         if isinstance(model, str):
-            model = model_from(model)  # a DefinitionError of its own: unknown, no extra
+            try:  # unknown, no extra, no API key: named with this agent
+                model = model_from(model)
+            except DefinitionError as exc:
+                problems += [f"model {model!r}: {p}" for p in exc.problems]
+                model = None
         if model is not None and not isinstance(model, Model):
             problems.append(f"model {model!r} does not implement the Model protocol")
         seen: set[str] = set()

@@ -241,8 +241,8 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[CallR
                 late_possible,
                 listings if turns == 0 else None,
             )
-        except ModelError as exc:
-            status, error = "failed", str(exc)
+        except ModelError as exc:  # named with the agent: a sub-agent's failure reaches its caller
+            status, error = "failed", f"agent {agent.name!r}: {exc}"
             break
         except RunInterrupted:  # fenced off before its turn was recorded
             status = "interrupted"

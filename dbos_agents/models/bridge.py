@@ -10,7 +10,7 @@ tools and retries are not involved.
   (rate limit, overloaded, 5xx, timeout, connection) become ``TransientModelError`` with
   the ``retry_after`` the provider asked for; the rest (rejected request, authentication,
   unknown model, a context too long, a reply that is not the documented shape) become
-  ``ModelError``. Both name the provider, the model and the agent.
+  ``ModelError``. Both name the provider and the model (the run's error adds the agent).
 - ``continues`` is False: a reply cut mid-stream is withdrawn and asked again whole (a
   prefill is not portable across providers).
 - Cost: ``prices`` if given, else the ``genai-prices`` data Pydantic AI ships, else 0.
@@ -130,7 +130,7 @@ class PydanticAIModel:
                 instrument=False,
             )
         except Exception as exc:
-            raise self._translate(exc, request) from exc
+            raise self._translate(exc) from exc
         return self._finish(wire.response_of(reply), reply)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -151,7 +151,7 @@ class PydanticAIModel:
         except ModelError:
             raise
         except Exception as exc:
-            error = self._translate(exc, request)
+            error = self._translate(exc)
             if not isinstance(error, TransientModelError) and folder.text:
                 error = TransientModelError(f"{error} (while streaming)")
             raise error from exc
@@ -220,8 +220,8 @@ class PydanticAIModel:
             }
         )
 
-    def _translate(self, exc: Exception, request: ModelRequest) -> ModelError:
-        where = f"{self._system}: {self._name} (agent {request.agent!r})"
+    def _translate(self, exc: Exception) -> ModelError:
+        where = f"{self._system}: {self._name}"
         if isinstance(exc, pe.ModelAPIError):
             status = getattr(exc, "status_code", None)
             text = f"{where}: {'HTTP ' + str(status) + ': ' if status else ''}{exc.message}"

@@ -77,3 +77,4 @@ async def test_a_failure_that_is_the_request_s_is_not_hidden_by_a_fallback(
     handle = await runtime.start("strict", "a very long question")
     out = await handle.result()
     assert out.status == "failed" and "400 context too long" in (out.error or ""), out
+    assert (out.error or "").startswith("agent 'strict': "), out  # which agent failed

@@ -185,7 +185,7 @@ async def test_failures_are_filed_as_the_loop_retries_them(
             else:
                 await events(m, request())
         assert isinstance(caught.value, TransientModelError) is transient, (call, caught.value)
-        assert "agent 'support'" in str(caught.value) and m.provider in str(caught.value)
+        assert m.provider in str(caught.value) and m.name in str(caught.value)
 
 
 async def test_retry_after_of_the_provider_reaches_the_loop() -> None:

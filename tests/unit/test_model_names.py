@@ -33,6 +33,7 @@ def test_bad_names_are_definition_errors(spec: str, says: str) -> None:
     with pytest.raises(DefinitionError, match=f"model '{spec}'") as err:
         Agent("a", model=spec)
     assert says in str(err.value)
+    assert str(err.value).startswith("invalid agent 'a': "), err.value  # which agent
 
 
 def test_a_missing_extra_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
