@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg.rows import namedtuple_row
 
 from dbos_agents.testing import CrashHarness, WorkerProcess
 from dbos_agents.testing.fake_anthropic import FakeAnthropic, serve_fake_anthropic
+
+from ..delta_log import delta_rows, shown_text
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -103,26 +103,6 @@ def test_a_retry_after_above_the_cap_waits_the_cap(
     assert "model_retry_after_max_sec" in record["message"]
 
 
-def _deltas(db: str, sid: str) -> list[Any]:
-    with psycopg.connect(db, autocommit=True) as conn, conn.cursor(row_factory=namedtuple_row) as c:
-        c.execute(
-            "SELECT turn, attempt, part, kind, tool_index, text FROM dbos_agents.deltas"
-            " WHERE session_id = %s ORDER BY id",
-            (sid,),
-        )
-        return c.fetchall()
-
-
-def _shown(rows: list[Any]) -> str:
-    text = ""
-    for r in rows:
-        if r.kind == "text":
-            text += r.text
-        elif r.kind == "retract" and r.tool_index is None:
-            text = ""
-    return text
-
-
 def test_an_error_event_mid_stream_is_retried_and_shown_once(
     harness: CrashHarness, worker: WorkerProcess, fake: FakeAnthropic
 ) -> None:
@@ -135,8 +115,8 @@ def test_an_error_event_mid_stream_is_retried_and_shown_once(
     requests = fake.requests
     assert [r["continuation"] for r in requests] == ["fresh", "prefix"]
     assert requests[1]["offset"] > 0
-    rows = _deltas(harness.database_url, sid)
+    rows = delta_rows(harness.database_url, sid)
     assert {r.attempt for r in rows} == {1, 2}
     assert not [r for r in rows if r.kind == "retract"], "text continues: nothing withdrawn"
-    assert _shown(rows) == ANSWER
+    assert shown_text(rows) == ANSWER
     assert [m.content for m in harness.client.history(sid) if m.role == "assistant"] == [ANSWER]

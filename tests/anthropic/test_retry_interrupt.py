@@ -12,7 +12,8 @@ import pytest
 from dbos_agents.testing import CrashHarness
 from dbos_agents.testing.fake_anthropic import serve_fake_anthropic
 
-from .test_retry import ANSWER, REPO, _deltas, _shown
+from ..delta_log import delta_rows, shown_text
+from .test_retry import ANSWER, REPO
 
 pytestmark = pytest.mark.integration
 WAIT_SEC = 8
@@ -45,8 +46,8 @@ def test_an_interrupt_does_not_wait_out_the_retry_after(
                 )
             finally:
                 worker.stop()
-            rows = _deltas(h.database_url, sid)
+            rows = delta_rows(h.database_url, sid)
         assert info.status == "interrupted", worker.log()[-3000:]
         # A run that sat out the wait would ask the model again when it is over.
         assert len(fake.requests) == 1 and fake.pending == 1, "the model was asked again"
-        assert _shown(rows) == ""
+        assert shown_text(rows) == ""

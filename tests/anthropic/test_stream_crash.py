@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg.rows import namedtuple_row
 
 from dbos_agents.testing import CrashHarness
+
+from ..delta_log import delta_rows, shown_text
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 REPO = Path(__file__).resolve().parents[2]
@@ -68,26 +68,6 @@ def _requests(url: str) -> list[dict[str, Any]]:
         return list(json.loads(r.read()))
 
 
-def _deltas(db: str, sid: str) -> list[Any]:
-    with psycopg.connect(db, autocommit=True) as conn, conn.cursor(row_factory=namedtuple_row) as c:
-        c.execute(
-            "SELECT id, turn, attempt, part, kind, tool_index, text FROM dbos_agents.deltas"
-            " WHERE session_id = %s ORDER BY id",
-            (sid,),
-        )
-        return c.fetchall()
-
-
-def _shown(rows: list[Any]) -> str:
-    text = ""
-    for r in rows:
-        if r.kind == "text":
-            text += r.text
-        elif r.kind == "retract" and r.tool_index is None:
-            text = ""
-    return text
-
-
 def test_sigkill_mid_stream_continues_the_reply_exactly_once(
     harness: CrashHarness, fake_anthropic: str
 ) -> None:
@@ -96,22 +76,22 @@ def test_sigkill_mid_stream_continues_the_reply_exactly_once(
     worker = harness.start_worker()
     try:
         deadline = time.monotonic() + 60
-        while len(_deltas(db, sid)) < 30 and time.monotonic() < deadline:
+        while len(delta_rows(db, sid)) < 30 and time.monotonic() < deadline:
             time.sleep(0.05)  # a good part of the reply is shown, not all of it
         assert harness.client.session(sid).status != "completed", "the reply was not cut"
         worker.kill()
-        shown_before = _shown(_deltas(db, sid))
+        shown_before = shown_text(delta_rows(db, sid))
         assert shown_before and TEXT.startswith(shown_before)
         worker = harness.start_worker()
         assert harness.client.wait(sid, timeout=120).status == "completed"
     finally:
         worker.stop()
-    rows = _deltas(db, sid)
+    rows = delta_rows(db, sid)
     parts = [(r.turn, r.attempt, r.part) for r in rows]
     assert len(parts) == len(set(parts)), "a delta was appended twice"
     assert not [r for r in rows if r.kind == "retract"], "text continues: nothing withdrawn"
     assert {r.attempt for r in rows} == {1, 2}
-    assert _shown(rows) == TEXT
+    assert shown_text(rows) == TEXT
     assert [m.content for m in harness.client.history(sid) if m.role == "assistant"] == [TEXT]
     requests = _requests(fake_anthropic)
     assert [r["continuation"] for r in requests] == ["fresh", "prefix"]

@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg.rows import namedtuple_row
 
 from dbos_agents.testing import CrashHarness
 from dbos_agents.testing.fake_gemini import FakeFunctionCall, serve_fake_gemini
+
+from ..delta_log import delta_rows, shown_text
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -107,26 +107,6 @@ def _requests(url: str) -> list[dict[str, Any]]:
         return list(json.loads(r.read()))
 
 
-def _deltas(db: str, sid: str) -> list[Any]:
-    with psycopg.connect(db, autocommit=True) as conn, conn.cursor(row_factory=namedtuple_row) as c:
-        c.execute(
-            "SELECT turn, attempt, part, kind, tool_index, text FROM dbos_agents.deltas"
-            " WHERE session_id = %s ORDER BY id",
-            (sid,),
-        )
-        return c.fetchall()
-
-
-def _shown(rows: list[Any]) -> str:
-    text = ""
-    for r in rows:
-        if r.kind == "text":
-            text += r.text
-        elif r.kind == "retract" and r.tool_index is None:
-            text = ""
-    return text
-
-
 @pytest.mark.crash
 def test_sigkill_mid_stream_asks_again_whole_and_stores_the_answer_once(
     fresh_database_url: str, fake_gemini: str, tmp_path: Path
@@ -144,23 +124,23 @@ def test_sigkill_mid_stream_asks_again_whole_and_stores_the_answer_once(
         worker = h.start_worker()
         try:
             deadline = time.monotonic() + 60
-            while len(_deltas(db, sid)) < 30 and time.monotonic() < deadline:
+            while len(delta_rows(db, sid)) < 30 and time.monotonic() < deadline:
                 time.sleep(0.05)  # a good part of the reply is shown, not all of it
             assert h.client.session(sid).status != "completed", "the reply was not cut"
             worker.kill()
-            shown_before = _shown(_deltas(db, sid))
+            shown_before = shown_text(delta_rows(db, sid))
             assert shown_before and TEXT.startswith(shown_before)
             worker = h.start_worker()
             assert h.client.wait(sid, timeout=120).status == "completed"
         finally:
             worker.stop()
-        rows = _deltas(db, sid)
+        rows = delta_rows(db, sid)
         history = h.client.history(sid)
     parts = [(r.turn, r.attempt, r.part) for r in rows]
     assert len(parts) == len(set(parts)), "a delta was appended twice"
     retracts = [r for r in rows if r.kind == "retract"]
     assert len(retracts) == 1 and retracts[0].attempt == 2, "the cut text is withdrawn once"
-    assert _shown(rows) == TEXT
+    assert shown_text(rows) == TEXT
     assert [m.content for m in history if m.role == "assistant"] == [TEXT]
     requests = _requests(fake_gemini)
     assert len(requests) == 2 and requests[0]["contents"] == requests[1]["contents"]

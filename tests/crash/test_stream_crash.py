@@ -28,9 +28,10 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from psycopg.rows import namedtuple_row
 
 from dbos_agents.testing import CrashHarness
+
+from ..delta_log import delta_rows, shown_text
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 REPO = Path(__file__).resolve().parents[2]
@@ -76,27 +77,6 @@ def _reset(url: str) -> None:
     base = url.removesuffix("/v1")
     req = urllib.request.Request(f"{base}/_fake/reset", method="POST")
     urllib.request.urlopen(req, timeout=10).close()
-
-
-def _deltas(db: str, sid: str) -> list[Any]:
-    with psycopg.connect(db, autocommit=True) as conn, conn.cursor(row_factory=namedtuple_row) as c:
-        c.execute(
-            "SELECT id, turn, attempt, part, kind, tool_index, text FROM dbos_agents.deltas"
-            " WHERE session_id = %s ORDER BY id",
-            (sid,),
-        )
-        return c.fetchall()
-
-
-def _shown(rows: list[Any]) -> str:
-    """What a reader that applied every delta and retraction holds."""
-    text = ""
-    for r in rows:
-        if r.kind == "text":
-            text += r.text
-        elif r.kind == "retract" and r.tool_index is None:
-            text = ""
-    return text
 
 
 def _count(db: str, sids: list[str]) -> int:
@@ -263,19 +243,19 @@ def test_sigkill_mid_stream_continues_the_reply_exactly_once(
     continuations = [r for r in _fake_requests(fake_openai) if r.get("continuation") != "fresh"]
     assert continuations and all(r.get("offset", 0) > 0 for r in continuations)
     for sid in sids:
-        rows = _deltas(db, sid)
+        rows = delta_rows(db, sid)
         parts = [(r.turn, r.attempt, r.part) for r in rows]
         assert len(parts) == len(set(parts)), "a delta was appended twice"
         assert not [r for r in rows if r.kind == "retract"], "text continues: nothing withdrawn"
         message = [m.content for m in harness.client.history(sid) if m.role == "assistant"]
-        assert message == [TEXT] and _shown(rows) == TEXT
+        assert message == [TEXT] and shown_text(rows) == TEXT
     print(
         f"\nstream crash: sessions={len(sids)} kills={kills}"
         f" continuations={len(continuations)}"
-        f" deltas={sum(len(_deltas(db, s)) for s in sids)}"
+        f" deltas={sum(len(delta_rows(db, s)) for s in sids)}"
         f" events_read={sum(len(rd.ids) for rd in readers)}"
         f" reconnects={sum(rd.reconnects for rd in readers)} duplicates_seen={duplicates}"
-        f" attempts={sorted({(r.attempt) for s in sids for r in _deltas(db, s)})}"
+        f" attempts={sorted({(r.attempt) for s in sids for r in delta_rows(db, s)})}"
     )
 
 
@@ -289,7 +269,7 @@ def test_sigterm_mid_stream_lets_the_stream_finish(harness: CrashHarness, fake_o
         time.sleep(0.05)
     worker.popen.terminate()
     assert worker.wait(60) == 0, worker.log()
-    rows = _deltas(db, sid)
+    rows = delta_rows(db, sid)
     assert {r.attempt for r in rows} == {1}, "the stream was not cut"
     assert [m.content for m in harness.client.history(sid) if m.role == "assistant"] == [TEXT]
     # The rest of the run waits, PENDING, for the next worker (as any drained run does).

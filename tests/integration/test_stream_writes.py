@@ -13,22 +13,10 @@ from psycopg.rows import namedtuple_row
 
 from dbos_agents import AgentClient, AgentRuntime
 
+from ..delta_log import delta_rows
 from .streaming_model import ASKED, LONG_REPLY
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-
-
-def _deltas(url: str, sid: str) -> list[Any]:
-    with (
-        psycopg.connect(url, autocommit=True) as conn,
-        conn.cursor(row_factory=namedtuple_row) as cur,
-    ):
-        cur.execute(
-            "SELECT id, after_seq, run_seq, turn, attempt, part, kind, tool_index, tool_call_id,"
-            " name, text FROM dbos_agents.deltas WHERE session_id = %s ORDER BY id",
-            (sid,),
-        )
-        return cur.fetchall()
 
 
 def _assistant_texts(client: AgentClient, sid: str) -> list[str | None]:
@@ -47,7 +35,7 @@ async def test_a_streamed_reply_is_its_deltas(
 ) -> None:
     sid = await asyncio.to_thread(client.start, "streamer", "tell me")
     assert (await asyncio.to_thread(client.wait, sid, timeout=60)).final_output == LONG_REPLY
-    rows = _deltas(integration_database_url, sid)
+    rows = delta_rows(integration_database_url, sid)
     _check_order(rows)
     assert {r.kind for r in rows} == {"text"} and {r.attempt for r in rows} == {1}
     assert len(rows) > 10, "a reply of this length comes in pieces"
@@ -61,7 +49,7 @@ async def test_a_cut_reply_continues_from_what_was_shown(
 ) -> None:
     sid = await asyncio.to_thread(client.start, "stream_cut", "cut me")
     assert (await asyncio.to_thread(client.wait, sid, timeout=60)).final_output == LONG_REPLY
-    rows = _deltas(integration_database_url, sid)
+    rows = delta_rows(integration_database_url, sid)
     _check_order(rows)
     assert {r.kind for r in rows} == {"text"}, "nothing to withdraw: text continues"
     first = "".join(r.text for r in rows if r.attempt == 1)
@@ -78,7 +66,7 @@ async def test_a_tool_call_cut_mid_arguments_is_withdrawn_and_comes_whole(
     sid = await asyncio.to_thread(client.start, "stream_cut_tool", "77")
     info = await asyncio.to_thread(client.wait, sid, timeout=60)
     assert info.status == "completed" and "stream-77" in (info.final_output or "")
-    rows = [r for r in _deltas(integration_database_url, sid) if r.turn == 1]
+    rows = [r for r in delta_rows(integration_database_url, sid) if r.turn == 1]
     _check_order(rows)
     cut = [r for r in rows if r.attempt == 1]
     assert [r.kind for r in cut if r.kind != "text"] == ["tool_call", "tool_call"]
@@ -91,7 +79,7 @@ async def test_a_tool_call_cut_mid_arguments_is_withdrawn_and_comes_whole(
     assert _assistant_texts(client, sid)[0] == text == "Let me look that order up for you. "
     # The tool's result is committed before the reply that reads it streams.
     tool_seq = next(m.seq for m in client.history(sid) if m.role == "tool")
-    answer = [r for r in _deltas(integration_database_url, sid) if r.turn == 2]
+    answer = [r for r in delta_rows(integration_database_url, sid) if r.turn == 2]
     assert answer and min(r.after_seq for r in answer) >= tool_seq
 
 
@@ -101,7 +89,7 @@ async def test_a_reply_that_fails_for_good_is_withdrawn(
     sid = await asyncio.to_thread(client.start, "stream_fail", "fail me")
     info = await asyncio.to_thread(client.wait, sid, timeout=60)
     assert info.status == "failed"
-    rows = _deltas(integration_database_url, sid)
+    rows = delta_rows(integration_database_url, sid)
     _check_order(rows)
     assert rows[0].kind == "text" and rows[-1].kind == "retract"
     assert rows[-1].tool_index is None
@@ -191,9 +179,9 @@ async def test_a_fenced_stage_is_dropped_and_its_deltas_still_shown(
         announcer.append(sid, [row])
         for _ in range(100):
             await asyncio.sleep(0.05)
-            if [r for r in _deltas(integration_database_url, sid) if r.turn == 99]:
+            if [r for r in delta_rows(integration_database_url, sid) if r.turn == 99]:
                 break
-        shown = [r.text for r in _deltas(integration_database_url, sid) if r.turn == 99]
+        shown = [r.text for r in delta_rows(integration_database_url, sid) if r.turn == 99]
         assert shown == ["late"]
         assert not announcer.take_staged(sid)
     finally:
@@ -231,7 +219,7 @@ async def test_a_batch_of_many_sessions_keeps_each_rows_text_and_order(
     finally:
         await engine.dispose()
     for sid, want in ((sids[0], rows), (sids[1], rows[:2])):
-        got = [r for r in _deltas(integration_database_url, sid) if r.run_seq == 99]
+        got = [r for r in delta_rows(integration_database_url, sid) if r.run_seq == 99]
         fields = ("run_seq", "turn", "attempt", "part", "kind", "text", "tool_index",
                   "tool_call_id", "name")  # fmt: skip
         assert [tuple(getattr(r, f) for f in fields) for r in got] == [
@@ -269,5 +257,5 @@ async def test_batches_are_at_most_one_per_interval(
     finally:
         await announcer.close()
         await engine.dispose()
-    shown = [r.text for r in _deltas(integration_database_url, sid) if r.turn == 77]
+    shown = [r.text for r in delta_rows(integration_database_url, sid) if r.turn == 77]
     assert shown == [f"{i};" for i in range(40)]
