@@ -7,9 +7,15 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from sqlalchemy.engine import make_url
 
-from dbos_agents.testing import create_fresh_database, drop_database, provision_test_database
-from dbos_agents.testing.database import TEST_DATABASE_URL_ENV
+from dbos_agents.testing import (
+    ProvisionedDatabase,
+    create_fresh_database,
+    drop_database,
+    provision_test_database,
+)
+from dbos_agents.testing.database import TEST_DATABASE_URL_ENV, choose_source
 
 FAST_PATHS = os.environ.get("DBOS_AGENTS_DBOS_FAST_PATHS", "true").lower() not in ("false", "0")
 needs_fast_paths = pytest.mark.skipif(
@@ -25,41 +31,86 @@ pytest_plugins = ["dbos_agents.testing.pytest_plugin"]
 CONNECTIONS_PER_WORKER = 45
 """What one pytest process holds at its peak (worker subprocesses, pools, listeners): 3
 processes peaked at 133 on the full suite."""
+SPARE_CONNECTIONS = 10
+PROCESSES = (os.cpu_count() or 1) + 1
+"""One process more than the cores: the tests mostly wait on Postgres and subprocesses."""
+EMBEDDED_MAX_CONNECTIONS = max(200, PROCESSES * CONNECTIONS_PER_WORKER + SPARE_CONNECTIONS)
+"""What the embedded server is given for ``-n auto``: all the processes, with headroom."""
+SHARED = pytest.StashKey[ProvisionedDatabase]()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``pytest -n auto``: one process more than the cores (the tests mostly wait on
-    Postgres and subprocesses), as many as the test server's ``max_connections`` holds;
-    0 (no workers, one process) without a server URL or with fewer than 2 that fit."""
+    """``pytest -n auto``: :data:`PROCESSES`, as many as the test server's
+    ``max_connections`` holds; 0 (no workers, one process) with fewer than 2 that fit or
+    with testcontainers (a container per process)."""
     url = os.environ.get(TEST_DATABASE_URL_ENV, "").strip()
+    try:
+        if choose_source() == "pgserver":
+            url = _share_embedded_server(config)
+    except Exception:
+        return 0  # the session fixture meets the same error and reports it
     if not url:
-        return 0  # testcontainers or the embedded server: one per process would be started
+        return 0
     try:
         with psycopg.connect(url, connect_timeout=5) as conn:
             row = conn.execute("SELECT current_setting('max_connections')::int").fetchone()
     except psycopg.Error:
         return 0  # the session fixture reports it
-    spare = (row[0] if row else 0) - 10
-    workers = min((os.cpu_count() or 1) + 1, spare // CONNECTIONS_PER_WORKER)
+    spare = (row[0] if row else 0) - SPARE_CONNECTIONS
+    workers = min(PROCESSES, spare // CONNECTIONS_PER_WORKER)
     return workers if workers >= 2 else 0
 
 
-FIRST = ("tests/upgrade/",)
-"""Modules that take a minute or more in one process: scheduled first, so ``-n auto`` does
-not end with one process running them while the others idle (``--dist loadfile`` hands
-out modules in collection order)."""
+def _share_embedded_server(config: pytest.Config) -> str:
+    """Start the embedded server once, here in the first process, for all the processes:
+    they inherit its URL and each makes its own databases on it, as with a server URL. The
+    run stops it at its end when it started it (``ProvisionedDatabase.close``)."""
+    db = provision_test_database(mode="pgserver", max_connections=EMBEDDED_MAX_CONNECTIONS)
+    config.add_cleanup(db.close)
+    config.stash[SHARED] = db
+    os.environ.setdefault(TEST_DATABASE_URL_ENV, db.url)
+    return db.url
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    db = session.config.stash.get(SHARED, None)
+    if db is not None:
+        processes = getattr(session.config.option, "numprocesses", None) or 1
+        _say(session.config, f"test database: {_embedded(db, processes)}")
+
+
+FIRST = (
+    "tests/soak/",
+    "tests/upgrade/",
+    "tests/crash/test_stream_crash.py",
+    "tests/http/test_fuzz.py",
+    "tests/crash/test_mixed_fleet.py",
+    "tests/outage/",
+    "tests/newcomer/",
+    "tests/integration/test_cli.py",
+)
+"""The modules with the longest tests (docs/testing.md), longest first: scheduled before
+the rest, so ``-n auto`` does not end with one process running one of them while the others
+idle (``--dist loadfile`` hands out modules in collection order; xdist's own reordering by
+number of tests, which puts these few-test modules last, is turned off below)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.option.loadscopereorder = False  # keep FIRST first (xdist reads it at scheduling)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    def first(item: pytest.Item) -> bool:
+    def rank(item: pytest.Item) -> int:
         path = item.path.relative_to(config.rootpath).as_posix()
-        return path.startswith(FIRST)
+        return next((i for i, prefix in enumerate(FIRST) if path.startswith(prefix)), len(FIRST))
 
-    items.sort(key=lambda item: not first(item))  # stable: the rest keep their order
+    items.sort(key=rank)  # stable: the rest keep their order
 
 
 def _say(config: pytest.Config, line: str) -> None:
     """One line on the terminal even while output is captured (CI logs show the source)."""
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: its output is not the terminal's
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
     if reporter is None or capture is None:
@@ -74,6 +125,8 @@ def pg_server(pytestconfig: pytest.Config) -> Iterator[str]:
     db = provision_test_database()
     if db.source == "testcontainers":
         _say(pytestconfig, f"test database: container {db.container_id} started from {db.image}")
+    elif db.source == "pgserver":
+        _say(pytestconfig, f"test database: {_embedded(db)}")
     try:
         yield db.url
     finally:
@@ -89,3 +142,9 @@ def fresh_database_url(pg_server: str, request: pytest.FixtureRequest) -> Iterat
     url = create_fresh_database(pg_server, name)
     yield url
     drop_database(pg_server, name)
+
+
+def _embedded(db: ProvisionedDatabase, processes: int = 1) -> str:
+    where = f"the embedded Postgres in {db.data_dir} on 127.0.0.1:{make_url(db.url).port}"
+    shared = f"shared by {processes} processes, " if processes > 1 else ""
+    return f"{where} ({shared}stopped at the end if this run started it)"

@@ -12,6 +12,7 @@ no registry is reachable, ``.ci/postgres-image/build`` makes one from Debian's p
 
 Tests isolate themselves with :func:`create_fresh_database` on the provisioned server, because
 DBOS keeps workflow state per database and leftovers from a previous test would be recovered.
+Several processes of one run share the embedded server (``dbos_agents.testing.embedded_server``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from psycopg import sql
 from sqlalchemy.engine import make_url
 
 from dbos_agents.errors import ConfigurationError, DatabaseUnavailableError
-from dbos_agents.store.embedded import embedded_database_url
+from dbos_agents.testing.embedded_server import open_embedded_server
 
 TEST_DATABASE_URL_ENV = "DBOS_AGENTS_TEST_DATABASE_URL"
 """A *server* URL such as ``postgresql://postgres@127.0.0.1:5432/postgres``."""
@@ -64,21 +65,23 @@ class ProvisionedDatabase:
     """A Postgres server for tests; ``url`` names a maintenance database on it.
 
     Create per-test databases on it with :func:`create_fresh_database`; call :meth:`close`
-    when done so a container, if one was started, is stopped (a no-op otherwise: an env
-    server is not ours and the embedded server is deliberately reused across runs). A
-    container nobody closed is stopped at interpreter exit, since the testcontainers reaper
-    may be disabled (``TESTCONTAINERS_RYUK_DISABLED``) where its image cannot be pulled.
-    ``image`` and ``container_id`` are set for a container, for logs.
+    when done so a container, if one was started, is stopped, and the embedded server too
+    when this call started it and no other test process still uses it (an env server is not
+    ours). A container nobody closed is stopped at interpreter exit, since the
+    testcontainers reaper may be disabled (``TESTCONTAINERS_RYUK_DISABLED``) where its image
+    cannot be pulled. ``image`` and ``container_id`` are set for a container, ``data_dir``
+    for the embedded server, for logs.
     """
 
     url: str
     source: Source
     image: str | None = None
     container_id: str | None = None
+    data_dir: Path | None = None
     _stop: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def close(self) -> None:
-        """Stop the container, if any. Safe to call more than once."""
+        """Stop the container or the embedded server, if ours. Safe to call more than once."""
         if self._stop is not None:
             self._stop()
 
@@ -88,30 +91,44 @@ def provision_test_database(
     *,
     mode: Mode | None = None,
     image: str | None = None,
+    max_connections: int = 0,
 ) -> ProvisionedDatabase:
     """Return a Postgres server for integration tests: env URL, else Docker, else pgserver.
 
     ``mode`` and ``image`` default to ``DBOS_AGENTS_TEST_DATABASE`` and
     ``DBOS_AGENTS_TEST_POSTGRES_IMAGE``. ``name_prefix`` names the embedded data directory,
-    ``<tmp>/<name_prefix>_pgserver``, which is reused across runs (warm start takes well
-    under a second; cold about 1-2 s). The Docker probe gives up within about two seconds
-    when no engine answers.
+    ``<tmp>/<name_prefix>_pgserver``, which is reused across runs so that a start is warm.
+    ``max_connections`` is what the embedded server should hold for several test processes:
+    it is raised (a restart) when no other process uses the server. The Docker probe gives
+    up within about two seconds when no engine answers.
 
     Raises:
         ConfigurationError: an unknown mode, or ``env`` without a URL.
         DatabaseUnavailableError: a container was wanted (forced, or Docker answered) but
             Docker does not answer or the container does not start.
     """
-    env_url = os.environ.get(TEST_DATABASE_URL_ENV, "").strip()
-    source = select_source(resolve_mode(mode), env_url, _docker_unavailable_reason)
+    source = choose_source(mode)
     if source == "env":
+        env_url = os.environ.get(TEST_DATABASE_URL_ENV, "").strip()
         return ProvisionedDatabase(url=normalize_url(env_url), source="env")
     if source == "testcontainers":
         return _start_container(resolve_image(image))
-    data_dir = Path(tempfile.gettempdir()) / f"{name_prefix}_pgserver"
-    return ProvisionedDatabase(
-        url=embedded_database_url(data_dir=data_dir, database="postgres"), source="pgserver"
+    server = open_embedded_server(
+        Path(tempfile.gettempdir()) / f"{name_prefix}_pgserver", max_connections
     )
+    return ProvisionedDatabase(
+        url=server.url, source="pgserver", data_dir=server.data_dir, _stop=server.close
+    )
+
+
+def choose_source(mode: Mode | None = None) -> Source:
+    """Where :func:`provision_test_database` would take Postgres from, without taking it.
+
+    For a caller that prepares the source before test processes start; raises as
+    :func:`select_source` does.
+    """
+    env_url = os.environ.get(TEST_DATABASE_URL_ENV, "").strip()
+    return select_source(resolve_mode(mode), env_url, _docker_unavailable_reason)
 
 
 def resolve_mode(mode: str | None = None) -> Mode:

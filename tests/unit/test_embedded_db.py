@@ -13,7 +13,11 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from dbos_agents.store.embedded import embedded_database_url, stop_embedded_database
+from dbos_agents.store.embedded import (
+    embedded_database_url,
+    embedded_status,
+    stop_embedded_database,
+)
 from dbos_agents.testing.database import (
     TEST_DATABASE_URL_ENV,
     create_fresh_database,
@@ -21,6 +25,7 @@ from dbos_agents.testing.database import (
     normalize_url,
     provision_test_database,
 )
+from dbos_agents.testing.embedded_server import open_embedded_server
 
 LOCAL_SERVER_URL = os.environ.get(
     TEST_DATABASE_URL_ENV, "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -128,3 +133,37 @@ def test_embedded_database_url_is_usable_and_reused(pgdata: Path) -> None:
     assert stop_embedded_database(pgdata)
     assert embedded_database_url(pgdata) == url
     assert _select_one_sqlalchemy(url) == 1
+
+
+def _setting(url: str, name: str) -> str:
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+@pytest.mark.integration
+def test_test_processes_share_the_embedded_server(pgdata: Path) -> None:
+    """The processes of one run share the server: connections are raised only while no other
+    holds it, and the process that started it stops it once the others let go."""
+    first = open_embedded_server(pgdata, max_connections=150)
+    assert first.started
+    assert _setting(first.url, "max_connections") == "150"  # pgserver's initdb gives 100
+    assert _setting(first.url, "synchronous_commit") == "off"
+
+    second = open_embedded_server(pgdata, max_connections=300)
+    assert not second.started and second.url == first.url
+    assert _setting(first.url, "max_connections") == "150"  # not restarted under `first`
+
+    first.close()  # `second` still holds it
+    assert embedded_status(pgdata).state == "running"
+    second.close()  # did not start it
+    assert embedded_status(pgdata).state == "running"
+
+    assert stop_embedded_database(pgdata)
+    again = open_embedded_server(pgdata)
+    assert again.started and again.url == first.url
+    assert _setting(again.url, "max_connections") == "150"  # kept in the data directory
+    again.close()
+    again.close()
+    assert embedded_status(pgdata).state == "stopped"
