@@ -11,8 +11,9 @@ tools and retries are not involved.
   the ``retry_after`` the provider asked for; the rest (rejected request, authentication,
   unknown model, a context too long, a reply that is not the documented shape) become
   ``ModelError``. Both name the provider and the model (the run's error adds the agent).
-- ``continues`` is False: a reply cut mid-stream is withdrawn and asked again whole (a
-  prefill is not portable across providers).
+- A reply cut mid-stream is continued (``continues``): the shown part goes back as the
+  model's partial turn, followed by a request to carry on without repeating it (a prefill
+  is not portable across providers); only the new text is returned.
 - Cost: ``prices`` if given, else the ``genai-prices`` data Pydantic AI ships, else 0.
 - Under the test guard (``guard``) a request to an endpoint not on this machine raises
   ``ModelError`` before anything is sent; a model without an endpoint (Bedrock's SDK
@@ -116,8 +117,8 @@ class PydanticAIModel:
 
     @property
     def continues(self) -> bool:
-        """False: a cut reply is withdrawn and asked again from the start."""
-        return False
+        """True: a cut reply is continued by a continuation request (see the module doc)."""
+        return True
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         model, messages, settings, params = self._prepare(request)

@@ -17,6 +17,7 @@ from pydantic_ai.tools import ToolDefinition
 from ..errors import TransientModelError
 from ..messages import Message, ModelResponse, Thinking, ToolCall
 from .base import ModelEvent, ModelRequest, TextDelta, ToolCallDelta, ToolSpec
+from .openai_stream import CONTINUE_PROMPT
 
 SETTINGS = (
     "max_tokens",
@@ -37,7 +38,9 @@ _EMPTY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
 def messages(request: ModelRequest, provider: str) -> list[pm.ModelMessage]:
     """The transcript as Pydantic AI messages; ``provider`` marks thinking blocks (their
-    signatures are sent back only to the provider that wrote them)."""
+    signatures are sent back only to the provider that wrote them). A reply to continue
+    (``continue_from``) follows as the model's partial turn and ``CONTINUE_PROMPT``: a
+    prefill is not portable across providers, a request is."""
     out: list[pm.ModelMessage] = []
     parts: list[pm.ModelRequestPart] = []
     if request.instructions:
@@ -62,6 +65,9 @@ def messages(request: ModelRequest, provider: str) -> list[pm.ModelMessage]:
             parts.append(pm.UserPromptPart(message.content or ""))
     if parts:
         out.append(pm.ModelRequest(parts=parts))
+    if request.continue_from:
+        out.append(pm.ModelResponse(parts=[pm.TextPart(request.continue_from)]))
+        out.append(pm.ModelRequest(parts=[pm.UserPromptPart(CONTINUE_PROMPT)]))
     return out
 
 

@@ -35,7 +35,8 @@ As a separate process, for workers that are killed and restarted mid-stream::
 
     python -m dbos_agents.testing.fake_gemini --port 8765 --text "the whole answer"
 
-prints its base URL on the first line; ``GET /_fake/requests`` returns the recorded
+answers a continuation request (the partial as a model turn, then ``CONTINUE_PROMPT``) with
+the rest of the answer (``remainder``), and prints its base URL on the first line; ``GET /_fake/requests`` returns the recorded
 requests and ``POST /_fake/reset`` clears them. Needs ``fastapi`` and ``uvicorn``.
 """
 
@@ -58,6 +59,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from ..models.openai_stream import CONTINUE_PROMPT
 from .fake_gemini_stream import (
     BAD_KEY,
     BAD_KEY_INFO,
@@ -339,6 +341,21 @@ class _QuietCuts(logging.Filter):
 _QUIET_CUTS = _QuietCuts()
 
 
+def remainder(request: dict[str, Any], text: str) -> str:
+    """``text``, or what is left of it after the partial reply a continuation request
+    carries (a model turn that ``text`` starts with, then ``CONTINUE_PROMPT``)."""
+    contents = request.get("contents") or []
+    if len(contents) >= 2 and contents[-2].get("role") == "model":
+        asked, partial = _text_of(contents[-1]), _text_of(contents[-2])
+        if asked == CONTINUE_PROMPT and partial and text.startswith(partial):
+            return text[len(partial) :]
+    return text
+
+
+def _text_of(content: dict[str, Any]) -> str:
+    return "".join(str(p.get("text", "")) for p in content.get("parts") or [])
+
+
 @contextmanager
 def serve_fake_gemini(fake: FakeGemini | None = None, *, port: int = 0) -> Iterator[FakeGemini]:
     """Run ``fake`` (or a new one) on 127.0.0.1:``port`` (default: a free port) in a
@@ -363,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     text: str = args.text
     fake = FakeGemini(
-        respond=lambda request: FakeReply(200, fake.response(text, [])),
+        respond=lambda request: FakeReply(200, fake.response(remainder(request, text), [])),
         chunk_chars=args.chunk_chars,
         chunk_delay_sec=args.chunk_delay,
     )

@@ -2,8 +2,9 @@
 official ``google-genai`` SDK under Pydantic AI's ``GoogleModel``, against
 ``dbos_agents.testing.fake_gemini``): a 429 retried by the durable turn, parallel function
 calls answered in one turn, thinking sent back and never shown, usage and cost recorded;
-and a worker SIGKILLed mid-stream: the bridge cannot continue a reply, so the shown text is
-withdrawn and the reply asked again whole, and the answer is stored exactly once."""
+and a worker SIGKILLed mid-stream: the restarted worker continues the reply with a
+continuation request (the shown text as the model's turn, then ``CONTINUE_PROMPT``),
+appends only new deltas, and the answer is stored exactly once."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from dbos_agents.models.openai_stream import CONTINUE_PROMPT
 from dbos_agents.testing import CrashHarness
 from dbos_agents.testing.fake_gemini import FakeFunctionCall, serve_fake_gemini
 
@@ -108,7 +110,7 @@ def _requests(url: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.crash
-def test_sigkill_mid_stream_asks_again_whole_and_stores_the_answer_once(
+def test_sigkill_mid_stream_continues_the_reply_exactly_once(
     fresh_database_url: str, fake_gemini: str, tmp_path: Path
 ) -> None:
     with CrashHarness(
@@ -138,9 +140,12 @@ def test_sigkill_mid_stream_asks_again_whole_and_stores_the_answer_once(
         history = h.client.history(sid)
     parts = [(r.turn, r.attempt, r.part) for r in rows]
     assert len(parts) == len(set(parts)), "a delta was appended twice"
-    retracts = [r for r in rows if r.kind == "retract"]
-    assert len(retracts) == 1 and retracts[0].attempt == 2, "the cut text is withdrawn once"
+    assert not [r for r in rows if r.kind == "retract"], "text continues: nothing withdrawn"
+    assert {r.attempt for r in rows} == {1, 2}
     assert shown_text(rows) == TEXT
     assert [m.content for m in history if m.role == "assistant"] == [TEXT]
-    requests = _requests(fake_gemini)
-    assert len(requests) == 2 and requests[0]["contents"] == requests[1]["contents"]
+    first, second = _requests(fake_gemini)
+    assert second["contents"][: len(first["contents"])] == first["contents"]
+    partial, asked = second["contents"][len(first["contents"]) :]
+    assert partial == {"role": "model", "parts": [{"text": shown_before}]}
+    assert asked["role"] == "user" and asked["parts"] == [{"text": CONTINUE_PROMPT}]

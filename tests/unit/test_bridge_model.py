@@ -31,6 +31,7 @@ from dbos_agents.models import (
 )
 from dbos_agents.models.guard import allow_real_models, block_real_models
 from dbos_agents.models.openai import Price
+from dbos_agents.models.openai_stream import CONTINUE_PROMPT
 from dbos_agents.models.resolve import model_from
 
 pytestmark = pytest.mark.asyncio
@@ -201,7 +202,21 @@ async def test_a_failure_after_text_was_shown_is_a_cut_reply() -> None:
     m = model(["Half an ans", pe.ModelHTTPError(400, "m", body={"message": "x"})])
     with pytest.raises(TransientModelError, match="while streaming"):
         await events(m, request())
-    assert m.continues is False  # the loop withdraws the half and asks again
+
+
+async def test_a_cut_reply_is_continued_by_a_request_and_only_new_text_returned() -> None:
+    seen: Seen = []
+    m = model(["wer."], seen)
+    assert m.continues
+    req = request().model_copy(update={"continue_from": "Half an ans"})
+    got = await events(m, req)
+    assert [e.text for e in got if isinstance(e, TextDelta)] == ["wer."]
+    assert isinstance(got[-1], Completed) and got[-1].response.text == "wer."
+    ((messages, _),) = seen
+    *_, partial, asked = messages
+    assert isinstance(partial, pm.ModelResponse) and isinstance(asked, pm.ModelRequest)
+    assert [p.content for p in partial.parts if isinstance(p, pm.TextPart)] == ["Half an ans"]
+    assert [p.content for p in asked.parts if isinstance(p, pm.UserPromptPart)] == [CONTINUE_PROMPT]
 
 
 async def test_names_and_definition_errors() -> None:
