@@ -1,9 +1,12 @@
-"""An ASGI app served on 127.0.0.1 by uvicorn in a background thread: the fake model
-servers' one way of running inside a test process."""
+"""The fake model servers' two ways of running: an ASGI app served on 127.0.0.1 by uvicorn
+in a background thread of the test process, or a process of their own (their ``python -m``
+mode), for tests that kill and restart workers while the server keeps its state."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -40,3 +43,18 @@ def serve_in_thread(app: Any, name: str, port: int = 0) -> Iterator[int]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+@contextmanager
+def serve_in_process(module: str, *args: str) -> Iterator[str]:
+    """Run ``python -m module *args`` until the block ends; yields the base URL the server
+    prints as its first line. ``RuntimeError`` when that line is not a loopback URL."""
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.PIPE)
+    try:
+        line = proc.stdout.readline().decode().strip() if proc.stdout is not None else ""
+        if not line.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"{module} did not print its URL (got {line!r})")
+        yield line
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -6,8 +6,6 @@ appends only new deltas, and the stored message is the answer exactly once."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -17,6 +15,7 @@ from typing import Any
 import pytest
 
 from dbos_agents.testing import CrashHarness
+from dbos_agents.testing.loopback import serve_in_process
 
 from ..delta_log import delta_rows, shown_text
 
@@ -30,22 +29,16 @@ whitespace) and the continuation write it again."""
 
 @pytest.fixture(scope="module")
 def fake_anthropic() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "dbos_agents.testing.fake_anthropic", "--text", TEXT),
-            *("--chunk-chars", "4", "--chunk-delay", "0.02"),
-        ],
-        stdout=subprocess.PIPE,
-        cwd=REPO,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().decode().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    try:
+    with serve_in_process(
+        "dbos_agents.testing.fake_anthropic",
+        "--text",
+        TEXT,
+        "--chunk-chars",
+        "4",
+        "--chunk-delay",
+        "0.02",
+    ) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ appends only new deltas, and the answer is stored exactly once."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,6 +20,7 @@ import pytest
 from dbos_agents.models.openai_stream import CONTINUE_PROMPT
 from dbos_agents.testing import CrashHarness
 from dbos_agents.testing.fake_gemini import FakeFunctionCall, serve_fake_gemini
+from dbos_agents.testing.loopback import serve_in_process
 
 from ..delta_log import delta_rows, shown_text
 
@@ -86,22 +85,16 @@ def test_tool_loop_with_rate_limit_parallel_calls_and_thinking(
 
 @pytest.fixture(scope="module")
 def fake_gemini() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "dbos_agents.testing.fake_gemini", "--text", TEXT),
-            *("--chunk-chars", "4", "--chunk-delay", "0.02"),
-        ],
-        stdout=subprocess.PIPE,
-        cwd=REPO,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().decode().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    try:
+    with serve_in_process(
+        "dbos_agents.testing.fake_gemini",
+        "--text",
+        TEXT,
+        "--chunk-chars",
+        "4",
+        "--chunk-delay",
+        "0.02",
+    ) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _requests(url: str) -> list[dict[str, Any]]:

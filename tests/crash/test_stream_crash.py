@@ -30,6 +30,7 @@ import psycopg
 import pytest
 
 from dbos_agents.testing import CrashHarness
+from dbos_agents.testing.loopback import serve_in_process
 
 from ..delta_log import delta_rows, shown_text
 
@@ -41,29 +42,16 @@ TEXT = " ".join(f"word{i:03d}" for i in range(120))
 
 @pytest.fixture(scope="module")
 def fake_openai() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dbos_agents.testing.fake_openai",
-            "--text",
-            TEXT,
-            "--chunk-chars",
-            "4",
-            "--chunk-delay",
-            "0.02",
-        ],
-        stdout=subprocess.PIPE,
-        cwd=REPO,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().decode().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    try:
+    with serve_in_process(
+        "dbos_agents.testing.fake_openai",
+        "--text",
+        TEXT,
+        "--chunk-chars",
+        "4",
+        "--chunk-delay",
+        "0.02",
+    ) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _fake_requests(url: str) -> list[dict[str, Any]]:
