@@ -28,10 +28,8 @@ Needs the ``anthropic`` package (``pip install 'dbos-agents[anthropic]'``).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
-import weakref
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +44,7 @@ from . import anthropic_request as wire
 from .anthropic_stream import EventAssembler, Tokens, response_of
 from .base import Completed, ModelEvent, ModelRequest
 from .guard import check_model_endpoint
+from .per_loop import PerLoop
 from .retry_after import retry_after
 
 __all__ = ["PRICES", "SETTINGS", "AnthropicModel", "AnthropicPrice"]
@@ -159,11 +158,9 @@ class AnthropicModel:
             "timeout": timeout,
             "max_retries": 0,
         }
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncAnthropic] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._unclaimed: AsyncAnthropic | None = AsyncAnthropic(**self._client_options)
-        self._base_url = str(self._unclaimed.base_url)
+        first = AsyncAnthropic(**self._client_options)
+        self._clients = PerLoop(lambda: AsyncAnthropic(**self._client_options), first)
+        self._base_url = str(first.base_url)
 
     @property
     def name(self) -> str:
@@ -231,21 +228,14 @@ class AnthropicModel:
 
     async def aclose(self) -> None:
         """Close the connections this model opened on the running event loop (optional)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
+        client = self._clients.pop()
         if client is not None:
             await client.close()
 
     # -- internals ---------------------------------------------------------------------------
 
     def _client(self) -> AsyncAnthropic:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client, self._unclaimed = self._unclaimed, None
-            if client is None:
-                client = AsyncAnthropic(**self._client_options)
-            self._clients[loop] = client
-        return client
+        return self._clients.get()
 
     def _params(self, request: ModelRequest) -> tuple[dict[str, Any], str]:
         thinking = self._thinking_budget is not None

@@ -25,10 +25,8 @@ Needs ``pydantic-ai-slim`` with the provider's extra (``pip install
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
-import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -43,6 +41,7 @@ from . import bridge_wire as wire
 from .base import Completed, ModelEvent, ModelRequest
 from .guard import check_model_endpoint, real_models_blocked
 from .openai import Price
+from .per_loop import PerLoop
 
 __all__ = ["PydanticAIModel"]
 
@@ -93,11 +92,8 @@ class PydanticAIModel:
         self._source = model
         self._prices = prices
         self._settings: dict[str, Any] = dict(settings or {})
-        self._models: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, pai.Model] = (
-            weakref.WeakKeyDictionary()
-        )
         first = self._build()
-        self._unclaimed: pai.Model | None = first
+        self._models = PerLoop(self._build, first)
         self._name = first.model_name
         self._system = first.system
         self._base_url = first.base_url
@@ -176,14 +172,7 @@ class PydanticAIModel:
         return built
 
     def _model(self) -> pai.Model:
-        if isinstance(self._source, pai.Model):
-            return self._source
-        loop = asyncio.get_running_loop()
-        model = self._models.get(loop)
-        if model is None:
-            model, self._unclaimed = self._unclaimed, None
-            self._models[loop] = model = model or self._build()
-        return model
+        return self._source if isinstance(self._source, pai.Model) else self._models.get()
 
     def _prepare(
         self, request: ModelRequest

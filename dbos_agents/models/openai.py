@@ -23,10 +23,8 @@ Needs the ``openai`` package (``pip install openai``); the rest of dbos_agents d
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
-import weakref
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +44,7 @@ from ..messages import Message, ModelResponse, ToolCall, Usage
 from .base import Completed, ModelEvent, ModelRequest, ToolSpec
 from .guard import check_model_endpoint
 from .openai_stream import CONTINUE_PROMPT, ChunkAssembler, Continuation, continued
+from .per_loop import PerLoop
 from .retry_after import retry_after
 
 __all__ = ["CONTINUE_PROMPT", "PRICES", "SETTINGS", "OpenAIModel", "Price"]
@@ -130,12 +129,9 @@ class OpenAIModel:
         self._model = model
         self._continuation: Continuation = continuation
         self._prices = prices
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
-            weakref.WeakKeyDictionary()
-        )
         self._shared: AsyncOpenAI | None = None
-        self._unclaimed: AsyncOpenAI | None = None
         self._client_options: dict[str, Any] = {}
+        self._clients = PerLoop(lambda: AsyncOpenAI(**self._client_options))
         if client is not None:
             if api_key is not None or base_url is not None:
                 raise ConfigurationError(
@@ -158,8 +154,9 @@ class OpenAIModel:
             "timeout": timeout,
             "max_retries": 0,
         }
-        self._unclaimed = AsyncOpenAI(**self._client_options)
-        self._base_url = str(self._unclaimed.base_url)
+        first = AsyncOpenAI(**self._client_options)
+        self._clients = PerLoop(lambda: AsyncOpenAI(**self._client_options), first)
+        self._base_url = str(first.base_url)
 
     @property
     def name(self) -> str:
@@ -243,23 +240,14 @@ class OpenAIModel:
         """Close the connections this model opened on the running event loop. Optional: a
         later call opens new ones. A caller-supplied ``client`` is left to its owner."""
         if self._shared is None:
-            client = self._clients.pop(asyncio.get_running_loop(), None)
+            client = self._clients.pop()
             if client is not None:
                 await client.close()
 
     # -- internals ---------------------------------------------------------------------------
 
     def _client(self) -> AsyncOpenAI:
-        if self._shared is not None:
-            return self._shared
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client, self._unclaimed = self._unclaimed, None
-            if client is None:
-                client = AsyncOpenAI(**self._client_options)
-            self._clients[loop] = client
-        return client
+        return self._shared if self._shared is not None else self._clients.get()
 
     def _response(self, completion: ChatCompletion) -> ModelResponse:
         if not completion.choices:
