@@ -55,6 +55,11 @@ class Agent:
     changed by tools (``ToolContext.state``) and committed with their results;
     ``migrate_state`` upgrades a stored state the model no longer accepts (dict -> dict).
     ``instructions`` may then be a function of the state.
+
+    ``frontend_tools`` lets a chat page declare tools for a run (AG-UI's
+    ``RunAgentInput.tools``): True for any, or the names allowed (others it declares are
+    ignored). They become client tools of that run; one named like a tool of the agent
+    fails the run with an error naming it.
     """
 
     name: str
@@ -77,6 +82,7 @@ class Agent:
         state: type[BaseModel] | None = None,
         migrate_state: MigrateState | None = None,
         model: Model | str | None = None,
+        frontend_tools: bool | Sequence[str] = False,
     ) -> None:
         problems = check_name("agent", name)
         if not isinstance(instructions, str) and not callable(instructions):
@@ -106,6 +112,7 @@ class Agent:
             if t.name in seen:
                 problems.append(f"tools: two tools are named {t.name!r}")
             seen.add(t.name)
+        problems += _frontend_problems(frontend_tools, seen, sub_agents)
         for sub in sub_agents:
             if not isinstance(sub, Agent):
                 problems.append(f"sub_agents: {sub!r} is not an Agent")
@@ -165,6 +172,10 @@ class Agent:
         self.model_settings = dict(model_settings or {})
         self.model = model
         """This agent's model (None: the runtime's, ``AgentRuntime(agents, model)``)."""
+        self.frontend_tools: bool | frozenset[str] = (
+            frontend_tools if isinstance(frontend_tools, bool) else frozenset(frontend_tools)
+        )
+        """Which tools a chat page may declare for a run (True: any; a set: those names)."""
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={self.tool_names()})"
@@ -182,6 +193,26 @@ class Agent:
             if fn is not None:
                 view.instructions_fn = lambda state: f"{fn(state)}\n\n{note}"
         return view
+
+    def with_page_tools(self, tools: Sequence[ClientTool], context: str) -> Agent:
+        """This agent as one run sees it with what its chat page sent: the frontend tools
+        the page declared (client tools of this run) and its context, after the
+        instructions."""
+        view = copy.copy(self)
+        view.client_tools = {**self.client_tools, **{t.name: t for t in tools}}
+        if context:
+            view.instructions = (
+                f"{self.instructions}\n\n{context}" if self.instructions else context
+            )
+            fn = self.instructions_fn
+            if fn is not None:
+                view.instructions_fn = lambda state: f"{fn(state)}\n\n{context}"
+        return view
+
+    def allows_frontend_tool(self, name: str) -> bool:
+        """Whether a chat page may declare a tool of this name (``frontend_tools``)."""
+        allowed = self.frontend_tools
+        return allowed if isinstance(allowed, bool) else name in allowed
 
     def tool_names(self) -> list[str]:
         return [*self.tools, *self.client_tools, *self.sub_agents]
@@ -217,3 +248,21 @@ class Agent:
                 out[a.name] = a
                 stack.extend(a.sub_agents.values())
         return list(out.values())
+
+
+def _frontend_problems(
+    frontend_tools: object, own: set[str], sub_agents: Sequence[object]
+) -> list[str]:
+    """``frontend_tools`` is True/False or names, none of them one of the agent's own."""
+    if isinstance(frontend_tools, bool):
+        return []
+    if isinstance(frontend_tools, str) or not isinstance(frontend_tools, Sequence):
+        return [f"frontend_tools must be True, False or a list of names, got {frontend_tools!r}"]
+    problems: list[str] = []
+    subs = {f"{SUBAGENT_PREFIX}{a.name}" for a in sub_agents if isinstance(a, Agent)}
+    for n in frontend_tools:
+        problems += check_name("frontend tool", n)
+    clash = sorted({n for n in frontend_tools if n in own or n in subs})
+    if clash:
+        problems.append(f"frontend_tools: {', '.join(clash)} are the agent's own tools")
+    return problems

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypedDict, cast
 
 from pydantic import BaseModel
 
 from .delivery import WaitKind
 from .messages import JSONValue, Message
-from .outcome import SessionStatus
+from .outcome import RunSpec, SessionStatus
 
 SubmitStatus = Literal[
     "accepted", "already_completed", "unknown_tool_call", "late_answer_after_timeout"
@@ -132,3 +132,54 @@ class QueuedRuns(BaseModel):
     """How long the one waiting longest has waited (since it was enqueued or recovered)."""
     served: bool
     """Whether a live worker runs the agent (False: they wait until one comes up)."""
+
+
+# --- what a page posts with a run (AG-UI's RunAgentInput) ---------------------------------
+
+
+class DeclaredTool(TypedDict):
+    """A tool the page declares for one run (a frontend tool): its JSON schema is the
+    input schema; its output is whatever JSON the page posts back."""
+
+    name: str
+    description: str
+    parameters: dict[str, JSONValue]
+
+
+class PageInput(TypedDict, total=False):
+    """What a chat page sends with a run beyond its message, carried in the run's input
+    (``RunSpec``) so a recovered execution sees the same: the frontend tools it declares,
+    its context (for the instructions), its forwarded properties (for tools) and a state
+    to commit before the run (``state`` on top of version ``state_base``)."""
+
+    tools: list[DeclaredTool]
+    context: list[dict[str, str]]
+    forwarded_props: JSONValue
+    state: dict[str, JSONValue]
+    state_base: int
+
+
+PAGE_KEY = "page"
+"""The run input's key for a ``PageInput`` (absent: the run has none)."""
+
+
+def page_of(spec: RunSpec) -> PageInput | None:
+    """The page's input a run was started with (None: none, e.g. a run started by code)."""
+    page = cast(dict[str, Any], spec).get(PAGE_KEY)
+    return cast(PageInput, page) if isinstance(page, dict) else None
+
+
+def forwarded_props_of(spec: RunSpec) -> JSONValue | None:
+    """What the page forwarded with the run (``ToolContext.forwarded_props``), or None."""
+    page = page_of(spec)
+    return None if page is None else page.get("forwarded_props")
+
+
+def with_page(spec: RunSpec, page: PageInput | None) -> RunSpec:
+    """``spec`` carrying ``page`` (or none: a persistent session's next run drops the
+    previous run's)."""
+    out = cast(dict[str, Any], dict(spec))
+    out.pop(PAGE_KEY, None)
+    if page:
+        out[PAGE_KEY] = dict(page)
+    return cast(RunSpec, out)

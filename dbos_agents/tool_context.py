@@ -123,6 +123,9 @@ class ToolContext:
     """The runtime's record of this call's state changes (None: the agent has no state)."""
     durable: DurableOps | None = field(default=None, repr=False, compare=False)
     """The runtime's side of a durable tool (None: not a durable tool)."""
+    forwarded_props: JSONValue | None = None
+    """What the chat page forwarded with the run (AG-UI ``forwardedProps``), carried in
+    the run's input, so every execution and a sub-agent's tools see it; None: nothing."""
 
     def __setattr__(self, name: str, value: object) -> None:
         # Every field is fixed once built; only ``state`` may be assigned (a change).

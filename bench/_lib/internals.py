@@ -204,7 +204,7 @@ def announced_pieces(
     """The worker's batch as it writes it (``deltas.insert_announced_stmt``): ``rows``
     text pieces for each session's run 1, turn 1 from part ``first_part``, inserted and
     announced with the rows in each notification; SQL with ``:name`` parameters."""
-    from dbos_agents.store import announce, deltas
+    from dbos_agents.live import announce, deltas
 
     batch = {
         s: [deltas.Delta(1, 1, 0, first_part + j, "text", text) for j in range(rows)]

@@ -20,6 +20,7 @@ in the other mode with runs in flight.
 | ``stop_dequeuing`` | DBOS's queue threads stopped for a drain | none: a run dequeued while draining parks at its first step |
 | ``checkpointed_steps``, ``ended_workflows`` | one query each | ``DBOS.list_workflow_steps``, ``DBOS.list_workflows`` |
 | ``hand_back`` | a claimed workflow returned to its agent's queue, unrun (``handback``) | the same (no public equivalent) |
+| ``owner_token`` | the ownership token this execution's claim wrote (live pieces are fenced on it) | the same (no public equivalent) |
 | ``recover_pending_workflows`` | re-enqueue in chunks (``recovery``) | ``DBOS.list_workflows`` + ``DBOS.resume_workflows`` |
 | parking (``park_*``), lost wake-ups (``catch_up_waiters``, ``listener_connection``) | ``parking``, ``internals`` | not used: waits stay in memory; DBOS re-checks each waiter |
 
@@ -261,6 +262,19 @@ def catch_up_waiters() -> int:
 def listener_connection() -> tuple[object | None, threading.Lock]:
     """DBOS's LISTEN connection object (new at every reconnect) and its lock."""
     return internals.listener_connection()
+
+
+def owner_token(workflow_id: str) -> str | None:
+    """The ownership token of this execution of ``workflow_id``, which DBOS wrote to the
+    workflow's status row when it claimed it (on every path: a queue's claim, a direct
+    start, a recovery, our fast claims); None outside the workflow's context. A writer
+    that checks it in the same statement as its write stops once the run is adopted."""
+    from . import parking
+
+    try:
+        return parking.owner_xid(workflow_id)
+    except AssertionError:  # a context without a token: nothing to fence on
+        return None
 
 
 # --- parked waits (fast paths only; ``worker.parking``) -------------------------------------

@@ -20,7 +20,6 @@ from rich.status import Status
 from rich.text import Text
 
 from ..client import AgentClient
-from ..client.live import Progress, cursor_of
 from ..events import (
     DeltaEvent,
     MessageEvent,
@@ -30,6 +29,7 @@ from ..events import (
     SessionEvent,
     StateEvent,
 )
+from ..live.follow import Progress, cursor_of
 from ..records import StatusEvent
 from . import render
 from .base import EXIT_CODES, emit, err, out

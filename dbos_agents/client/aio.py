@@ -9,7 +9,7 @@ even if the awaiting task is cancelled: a submit is never left half-done by a ca
 request. ``wait`` and ``stream`` hold no thread between their reads; what every request
 and stream of a server calls holds none at all: ``read_events`` (a live stream's full
 read), ``session``, ``token_generation`` and ``deliver``'s common case run on the loop
-(``loop_reads.py``), unless the wrapped client's class overrides them.
+(``live/loop_reads.py``), unless the wrapped client's class overrides them.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import functools
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import aclosing
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
@@ -28,20 +29,21 @@ from .. import storable
 from ..delivery import Delivery
 from ..errors import SessionNotFoundError
 from ..events import Cursor, SessionEvent
+from ..live import follow as live
+from ..live import log as event_log
+from ..live.follow import EventBatch, cursor_of
+from ..live.watch import AsyncSessionWatch, LiveWatch
 from ..outcome import TERMINAL, SessionInfo
 from ..records import SubmitOutcome
 from ..settings import Settings
-from ..store import events as event_log
 from ..store import pg
 from ..store import sessions as session_rows
 from ..store.db import ping
 from ..store.unavailable import translate
 from . import submit
-from .live import EventBatch, Progress, cursor_of
 from .scope import Scope, seen
 from .state import AsyncStateReads
 from .sync import AgentClient
-from .watch import AsyncSessionWatch, LiveWatch
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -165,6 +167,7 @@ class AsyncAgentClient(AsyncStateReads):
     usage = _awaited(AgentClient.usage)
     fork = _awaited(AgentClient.fork)
     tool_calls = _awaited(AgentClient.tool_calls)
+    timeline = _awaited(AgentClient.timeline)
     submit_tool_result = _awaited(AgentClient.submit_tool_result)
     submit_approval = _awaited(AgentClient.submit_approval)
     fail = _awaited(AgentClient.fail)
@@ -173,11 +176,15 @@ class AsyncAgentClient(AsyncStateReads):
     revoke_tokens = _awaited(AgentClient.revoke_tokens)
     reap_tombstones = _awaited(AgentClient.reap_tombstones)
     reap_deltas = _awaited(AgentClient.reap_deltas)
+    run_outcome = _awaited(AgentClient.run_outcome)
+    served_agents = _awaited(AgentClient.served_agents)
+    inbox_open = _awaited(AgentClient.inbox_open)
+    inbox_settled = _awaited(AgentClient.inbox_settled)
+    inbox_session_calls = _awaited(AgentClient.inbox_session_calls)
 
-    async def on_loop(self, read: Callable[[pg.Driver], Awaitable[T]]) -> T:
-        """Run ``read(connection)``, a read of your own, on a psycopg async connection of
-        this event loop (autocommit; leave no transaction open), with database errors
-        translated: what the server's per-request reads use instead of ``offload``."""
+    async def _on_loop(self, read: Callable[[pg.Driver], Awaitable[T]]) -> T:
+        """Run ``read(connection)`` on a psycopg async connection of this event loop
+        (autocommit; leave no transaction open), with database errors translated."""
         with translate(self.database_url):
             return await self._sync.loop_reads.run(read)
 
@@ -193,7 +200,7 @@ class AsyncAgentClient(AsyncStateReads):
         # decided (never a submit whose caller cannot know whether it landed).
         with anyio.CancelScope(shield=True), translate(self.database_url):
             outcome = await submit.submit_on(
-                self.on_loop,
+                self._on_loop,
                 sync.engine,
                 sync.dbos,
                 session_id=session_id,
@@ -210,11 +217,11 @@ class AsyncAgentClient(AsyncStateReads):
         if _overridden(self._sync, "token_generation"):
             return await _off_loop(self._sync.token_generation, session_id)
         storable.check_id(session_id, "session_id")
-        row = await self.on_loop(lambda d: session_rows.token_generation_on(d, session_id))
+        row = await self._on_loop(lambda d: session_rows.token_generation_on(d, session_id))
         return int(seen(self.scope, session_id, row).token_generation)
 
     async def session(self, session_id: str) -> SessionInfo:
-        """``AgentClient.session``, on this event loop (``loop_reads.py``): every chat-UI
+        """``AgentClient.session``, on this event loop (``live/loop_reads.py``): every chat-UI
         request reads its session first."""
         if _overridden(self._sync, "session"):
             return await _off_loop(self._sync.session, session_id)
@@ -224,12 +231,24 @@ class AsyncAgentClient(AsyncStateReads):
         async def read(driver: pg.Driver) -> SessionInfo | None:
             return await session_rows.get_on(driver, session_id, schema)
 
-        return seen(self.scope, session_id, await self.on_loop(read))
+        return seen(self.scope, session_id, await self._on_loop(read))
+
+    async def session_with_runs(self, session_id: str) -> session_rows.WithRuns | None:
+        """The session, the generation its tokens must carry and where its runs' messages
+        lie in its transcript, in one read on this event loop (what a chat-UI request reads
+        first); None: no such session. The caller authorizes what it shows (a session of
+        another scope is refused)."""
+        storable.check_id(session_id, "session_id")
+        schema = self.settings.dbos_system_schema
+        read = await self._on_loop(lambda d: session_rows.get_with_runs_on(d, session_id, schema))
+        if read is not None and self.scope is not None:
+            self.scope.check(session_id, read.info.user_id, read.info.tenant_id)
+        return read
 
     async def read_events(
         self, session_id: str, after: str | Cursor | None = None, *, limit: int = event_log.BATCH
     ) -> EventBatch:
-        """``AgentClient.read_events``, on this event loop (``loop_reads.py``): a live
+        """``AgentClient.read_events``, on this event loop (``live/loop_reads.py``): a live
         stream's full read takes no thread."""
         if _overridden(self._sync, "read_events"):
             return await _off_loop(self._sync.read_events, session_id, after, limit=limit)
@@ -241,7 +260,7 @@ class AsyncAgentClient(AsyncStateReads):
         async def read(driver: pg.Driver) -> event_log.LogRead:
             return await event_log.read_log_async(driver, session_id, start, limit, schema)
 
-        return self._sync._batch(session_id, await self.on_loop(read))
+        return self._sync._batch(session_id, await self._on_loop(read))
 
     async def watch(self, session_id: str, *, check: bool = True) -> AsyncSessionWatch:
         """A watch on the session (see ``AgentClient.watch``) on this client's one shared
@@ -280,26 +299,19 @@ class AsyncAgentClient(AsyncStateReads):
     async def _streamed(
         self, session_id: str, start: Cursor, follow: bool, for_sec: float | None, poll: float
     ) -> AsyncIterator[SessionEvent]:
-        deadline = math.inf if for_sec is None else time.monotonic() + for_sec
-        progress = Progress(start, follow)
-        async with await self.live_watch(session_id) as live:
-            while True:
-                batch = await self.read_events(session_id, progress.cursor)
-                events, step = progress.take(batch)
-                for event in events:
-                    yield event
-                if step == "end":
-                    return
-                if step == "more":
-                    continue
-                while (left := deadline - time.monotonic()) > 0:
-                    rows = await live.wait(min(poll, left), progress.cursor)
-                    if rows is None:
-                        break  # read in full
-                    for event in progress.shown(rows):
+        limits = live.Limits(poll, math.inf if for_sec is None else for_sec)
+
+        async def read(cursor: Cursor) -> EventBatch:
+            return await self.read_events(session_id, cursor)
+
+        async with await self.live_watch(session_id) as watch:
+            items = live.follow(read, watch, start, limits, keep_following=follow)
+            async with aclosing(items):
+                async for item in items:
+                    if isinstance(item, live.Stop):
+                        return
+                    for event in item.events:
                         yield event
-                else:
-                    return
 
     async def wait(
         self,

@@ -2,10 +2,10 @@
 ``stream``, ``watch`` and ``wait`` (a base class of ``AgentClient``, kept apart so each
 module stays readable).
 
-``stream`` is a loop over ``read_events`` driven by ``Progress``, which the async client
-and the HTTP event stream share: watch, read, hand out the events, wait for a change,
-read again. The watch is made before the first read, so a change committed between a
-read and the wait still wakes it.
+The reads, the vocabulary and the waits are ``live/``'s (``live.log``, ``live.follow``'s
+``Progress``, ``live.watch``): these methods check their arguments and the caller's scope
+and call into it. The watch is made before the first read, so a change committed between
+a read and the wait still wakes it.
 """
 
 from __future__ import annotations
@@ -13,75 +13,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Literal
 
 import sqlalchemy as sa
 
 from .. import storable
 from ..errors import SessionNotFoundError
 from ..events import Cursor, SessionEvent
+from ..live import log as event_log
+from ..live.follow import EventBatch, Progress, cursor_of
+from ..live.watch import SessionWatch
 from ..outcome import TERMINAL, SessionInfo
-from ..records import SessionEvents, StatusEvent
+from ..records import SessionEvents
 from ..settings import Settings
-from ..store import events as event_log
-from ..store.deltas import Logged
-from ..store.merge import merge
 from ..store.unavailable import translated
 from .scope import Scope
-from .watch import SessionWatch
-
-Step = Literal["more", "wait", "end"]
-
-
-@dataclass(frozen=True)
-class EventBatch:
-    """One read of the live log (``AgentClient.read_events``)."""
-
-    status: StatusEvent
-    events: list[SessionEvent]
-    """In order, no status; each (but ``pending``) carries its cursor."""
-    cursor: Cursor
-    """Where the next read starts."""
-    complete: bool
-    """False: more was held back; read again before reporting a status."""
-    token_generation: int
-
-
-@dataclass
-class Progress:
-    """A stream between reads: its cursor and the run ends it reported."""
-
-    cursor: Cursor
-    follow: bool
-    reported: tuple[str, int] | None = field(default=None)
-
-    def take(self, batch: EventBatch) -> tuple[list[SessionEvent], Step]:
-        """The events to hand out now, and what to do next: read again at once (``more``),
-        wait for a change (``wait``) or stop (``end``: not following, at the end)."""
-        self.cursor = batch.cursor
-        events = list(batch.events)
-        if not batch.complete:
-            return events, "more"
-        st = batch.status
-        if not self.follow:
-            return [*events, st], "end"
-        if st.status in TERMINAL and self.reported != (st.status, st.run_seq):
-            self.reported = (st.status, st.run_seq)
-            events.append(st)
-        return events, "wait"
-
-    def shown(self, rows: list[Logged]) -> list[SessionEvent]:
-        """New deltas handed over between full reads (``LiveWatch``), as events."""
-        merged = merge(self.cursor, [], rows, limit=len(rows) + 1)
-        self.cursor = merged.cursor
-        return merged.events
-
-
-def cursor_of(after: str | Cursor | None) -> Cursor:
-    if after is None:
-        return Cursor()
-    return after if isinstance(after, Cursor) else Cursor.parse(after)
 
 
 class LiveReads:

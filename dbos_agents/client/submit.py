@@ -58,6 +58,7 @@ from ..records import (
 from ..store import pending as pending_rows
 from ..store import pg, queries, sessions
 from ..store.pg import Stmt
+from ..store.traced import with_context
 from .scope import Scope, seen
 
 log = logging.getLogger("dbos_agents")
@@ -78,7 +79,7 @@ def _schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, object]
 
 Decision = tuple[SubmitStatus, UnknownReason | None]
 OnLoop = Callable[[Callable[[pg.Driver], Awaitable[Decision | None]]], Awaitable[Decision | None]]
-"""``AsyncAgentClient.on_loop``: statements on one of the event loop's kept connections."""
+"""``AsyncAgentClient._on_loop``: statements on one of the event loop's kept connections."""
 
 
 def submit(
@@ -216,7 +217,7 @@ class _Fast:
             "s": session_id,
             "id": tool_call_id,
             "p": json.dumps(payload),
-            **_dbos.send_params(client, payload, tool_call_id, tool_call_id),
+            **_dbos.send_params(client, with_context(payload), tool_call_id, tool_call_id),
         }
         return cls(read, (sql, params), scope, session_id, tool_call_id, delivery)
 
@@ -308,7 +309,11 @@ def _decide_locked(
             return "unknown_tool_call", "run_ended"
         pending_rows.mark_submitted(conn, session_id, tool_call_id, payload)
         client.send_in_transaction(
-            conn, row.owner_workflow_id, payload, topic=tool_call_id, idempotency_key=tool_call_id
+            conn,
+            row.owner_workflow_id,
+            with_context(payload),  # the submit's trace context: the wait's span links it
+            topic=tool_call_id,
+            idempotency_key=tool_call_id,
         )
     return "accepted", None
 

@@ -23,10 +23,14 @@ from ..errors import (
     InvalidRequestError,
     SessionNotFoundError,
 )
+from ..live import deltas as delta_rows
+from ..live.loop_reads import LoopReads
+from ..live.watch import Watches
 from ..messages import JSONValue
 from ..outcome import SessionInfo, SessionStatus
 from ..records import (
     InterruptOutcome,
+    PageInput,
     PendingCall,
     PendingKind,
     QueuedRuns,
@@ -35,23 +39,23 @@ from ..records import (
 )
 from ..settings import Settings
 from ..store import calls, queries, queued, workers
-from ..store import deltas as delta_rows
 from ..store import pending as pending_rows
 from ..store import sessions as session_rows
 from ..store.db import create_sync_engine, ping, sqlalchemy_url
 from ..store.locate import locate_database, log_located
 from ..store.migrate import prepare_database
+from ..store.traced import TracedDBOSClient
 from ..store.unavailable import translate, translated
-from . import submit
+from . import submit, timeline
 from .history import HistoryReads
 from .live import LiveReads
-from .loop_reads import LoopReads
+from .lookups import Lookups
 from .scope import Scope, seen
 from .state import StateReads
-from .watch import Watches
+from .timeline import TimelineEvent
 
 
-class AgentClient(LiveReads, HistoryReads, StateReads):
+class AgentClient(LiveReads, HistoryReads, StateReads, Lookups):
     """Start sessions and read their state from any process that can reach Postgres."""
 
     def __init__(
@@ -68,7 +72,7 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
             prepare_database(
                 url, connect_timeout=s.connect_timeout_sec, system_schema=s.dbos_system_schema
             )
-            self.dbos = DBOSClient(
+            self.dbos: DBOSClient = TracedDBOSClient(
                 system_database_url=sqlalchemy_url(url),
                 application_name=s.app_name,
                 dbos_system_schema=s.dbos_system_schema,
@@ -168,9 +172,12 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
         session_id: str | None = None,
         user_id: str | None = None,
         tenant_id: str | None = None,
+        page: PageInput | None = None,
     ) -> str:
         """Enqueue a new session (or a follow-up run of ``session_id``); returns the session
         id. A scoped client's new sessions are its own; a follow-up must be to one of them.
+        ``page``: what a chat page posts with the run (its frontend tools, context, state;
+        ``records.PageInput``), carried in the run's input.
 
         The run waits on its agent's queue until a worker that runs the agent takes it.
         An agent no worker runs or has run is refused (``UnknownAgentError``: workers
@@ -197,12 +204,13 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
             user_id=user_id,
             tenant_id=tenant_id,
             system_schema=self.settings.dbos_system_schema,
+            page=page,
         )
         return spec["session_id"]
 
     @translated
-    def send(self, session_id: str, message: str) -> str:
-        """Continue a finished session with a follow-up message."""
+    def send(self, session_id: str, message: str, *, page: PageInput | None = None) -> str:
+        """Continue a finished session with a follow-up message (``page`` as in ``start``)."""
         info = self._own(session_id)
         return queries.start_run(
             self.engine,
@@ -214,6 +222,7 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
             user_id=info.user_id,
             tenant_id=info.tenant_id,
             system_schema=self.settings.dbos_system_schema,
+            page=page,
         )[0]["session_id"]
 
     @translated
@@ -257,6 +266,14 @@ class AgentClient(LiveReads, HistoryReads, StateReads):
     def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
         self._own(session_id)
         return calls.list_for_session(self.engine, session_id)
+
+    @translated
+    def timeline(self, session_id: str) -> list[TimelineEvent]:
+        """The session's runs, model turns, tool calls and waits (its sub-agents' too), with
+        their times, tokens and cost, from this database's records (``client/timeline.py``):
+        where time and money went, without a tracing backend."""
+        self._own(session_id)
+        return timeline.read(self.engine, session_id)
 
     # --- waits: submits, approvals, interrupts ----------------------------------------------
 

@@ -16,10 +16,10 @@ from dbos import DBOS
 
 from ..agent import Agent
 from ..errors import RuntimeNotLaunchedError, UnknownAgentError
+from ..live.listen import Listener
 from ..models.base import Model, StreamingModel
 from ..outcome import RunSpec
 from ..settings import Settings
-from ..store.listen import Listener
 from .ledger import Ledger
 
 

@@ -10,6 +10,10 @@ DBOS's row or our own: the turn's rows, a call's result row, each committed befo
 next operation starts.) An execution resuming a parked wait knows the same of every turn
 past those its begin read (``turn_is_new``).
 
+**Its identity.** An execution's live pieces are fenced on it (``writer``): the workflow
+and the ownership token DBOS wrote when this execution claimed it. A stale execution (its
+worker adopted while alive) has them refused by Postgres.
+
 The state is one mutable cell per workflow execution, set on entry by the workflow; steps
 (and the concurrent tool calls' tasks, which copy the context) see the same cell.
 """
@@ -19,6 +23,11 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from dbos import DBOS
+
+from .. import _dbos
+from ..store.fence import Writer
+from .context import get_context
 from .ledger import TurnRecord
 
 
@@ -30,6 +39,7 @@ class _Execution:
     """(run, turn) -> the turn's recorded output, read ahead by a resumed run's begin."""
     recorded_upto: dict[int, int] = field(default_factory=dict)
     """run -> its last turn recorded when this execution's begin read them (-1: none)."""
+    writer: Writer | None = None
 
 
 _current: ContextVar[_Execution | None] = ContextVar("dbos_agents_execution", default=None)
@@ -92,3 +102,20 @@ def recorded_turn(run_seq: int, turn: int) -> TurnRecord | None:
     """A turn's output read ahead (``read_ahead``), once; None: read it as usual."""
     cell = _current.get()
     return None if cell is None else cell.turns.pop((run_seq, turn), None)
+
+
+def writer() -> Writer | None:
+    """This execution as the writer of its session's live pieces (see the module doc);
+    None outside a workflow (nothing to fence on). Call it in the workflow's context."""
+    cell = _current.get()
+    if cell is not None and cell.writer is not None:
+        return cell.writer
+    wf = DBOS.workflow_id
+    token = None if wf is None else _dbos.owner_token(wf)
+    if wf is None or token is None:
+        return None
+    schema = _dbos.quoted(get_context().settings.dbos_system_schema)
+    found = Writer(workflow_id=wf, token=token, system_schema=schema)
+    if cell is not None:
+        cell.writer = found
+    return found

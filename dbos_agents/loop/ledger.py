@@ -23,13 +23,13 @@ from dbos import AsyncSQLAlchemyDatasource
 from pydantic import BaseModel, Field
 
 from ..agent import Agent
+from ..live import deltas as deltas_table
+from ..live.announce import Announcer
 from ..mcp.server import Listing
 from ..messages import JSONValue, Message, ModelResponse, ToolCall
 from ..outcome import RunSpec
 from ..results import ToolResult
 from ..store import calls, pending, pg, sessions, transcript
-from ..store import deltas as deltas_table
-from ..store.announce import Announcer
 from ..store.retry import retry_transient
 from . import drain
 
@@ -124,7 +124,7 @@ class Ledger:
     def __init__(self, ds: AsyncSQLAlchemyDatasource, flush_sec: float = 0.005) -> None:
         self.ds = ds
         self.announcer = Announcer(ds.engine, flush_sec, fenced=sessions.is_fence)
-        """Readers of a session hear of each write the ledger commits (``store.announce``)."""
+        """Readers of a session hear of each write the ledger commits (``live.announce``)."""
         tx = ds.transaction
         rc: Literal["READ COMMITTED"] = "READ COMMITTED"
         self.close_inbox = tx(name="dbos_agents.close_inbox.v1", isolation_level=rc)(

@@ -1,6 +1,6 @@
 """Asking the model for a turn's reply: complete, or streamed to readers as it is written.
 
-Streamed, every piece goes to the delta log (``store.deltas``, through the worker's
+Streamed, every piece goes to the delta log (``live.deltas``, through the worker's
 ``Announcer``) the moment the adapter yields it, tagged with its run, turn, attempt and
 part. What readers were shown is then a promise: the turn's message is exactly that text.
 
@@ -13,6 +13,12 @@ An interrupt mid-reply closes the model's stream at once (``run_end``) and withd
 Pieces of a tool call cannot be continued: they are withdrawn, and the call comes whole
 from the next attempt. Each attempt's usage counts; a cut attempt's output is estimated
 from the text it wrote (four characters a token), its input is unknown.
+
+Every piece names its writer, this execution (``fence.Writer``): when Postgres refuses
+them (the run was adopted while this execution still ran), the model's stream is closed
+as for an interrupt and ``StaleWriter`` raised; nothing is withdrawn or recorded. The
+turn's record carries at least one piece (its last, written again: a no-op), so the
+record is fenced on this execution too.
 """
 
 from __future__ import annotations
@@ -25,11 +31,12 @@ from dataclasses import dataclass, field
 
 from .. import storable
 from ..errors import ModelError, TransientModelError
+from ..live import deltas
+from ..live.announce import Announcer
 from ..messages import ModelResponse, Usage
 from ..models.base import Completed, ModelRequest, StreamingModel, TextDelta, ToolCallDelta
 from ..outcome import RunSpec
-from ..store import deltas
-from ..store.announce import Announcer
+from ..store.fence import StaleWriter, Writer
 from .calls.base import RunInterrupted
 from .context import get_context
 from .run_end import Ended, unless_ended
@@ -59,9 +66,14 @@ class TurnStream:
     """The turn's pieces, numbered and handed to the announcer as they come."""
 
     def __init__(
-        self, spec: RunSpec, turn: int, announcer: Announcer, logged: list[deltas.Delta]
+        self,
+        spec: RunSpec,
+        turn: int,
+        announcer: Announcer,
+        logged: list[deltas.Delta],
+        writer: Writer | None = None,
     ) -> None:
-        self.spec, self.turn, self.announcer = spec, turn, announcer
+        self.spec, self.turn, self.announcer, self.writer = spec, turn, announcer, writer
         shown = deltas.partial(logged)
         self.shown = shown.text
         """Text shown in earlier attempts and kept (the continuation's prefix)."""
@@ -72,6 +84,8 @@ class TurnStream:
         """This attempt's text."""
         self.cut_usage = Usage(output_tokens=math.ceil(len(self.shown) / 4))
         self.first_piece_at: float | None = None
+        self.last: deltas.Delta | None = None
+        """The last piece handed on (the record's fence when all were flushed)."""
 
     def live(self) -> bool:
         """Whether readers have been shown this reply for longer than a batch interval
@@ -138,7 +152,9 @@ class TurnStream:
             tool_index=tool_index,
             tool_call_id=tool_call_id,
             name=name,
+            writer=self.writer,
         )
+        self.last = row
         self.part += 1
         if self.first_piece_at is None:
             self.first_piece_at = time.monotonic()
@@ -146,25 +162,49 @@ class TurnStream:
 
 
 async def respond(
-    spec: RunSpec, turn: int, req: ModelRequest, logged: list[deltas.Delta] | None
+    spec: RunSpec,
+    turn: int,
+    req: ModelRequest,
+    logged: list[deltas.Delta] | None,
+    writer: Writer | None = None,
 ) -> Reply:
     """The reply to ``req`` (see the module doc). ``logged``: what an earlier execution of
-    this turn streamed (``None`` when none can have); ``TransientModelError`` is retried
-    with backoff (or after the provider's ``retry_after``, when longer: ``_retry_wait``),
-    up to ``model_max_attempts``, then becomes ``ModelError``."""
+    this turn streamed (``None`` when none can have); ``writer``: this execution, whose
+    pieces are fenced on it. ``TransientModelError`` is retried with backoff (or after the
+    provider's ``retry_after``, when longer: ``_retry_wait``), up to
+    ``model_max_attempts``, then becomes ``ModelError``; ``StaleWriter`` when the
+    execution lost the run."""
+    announcer = get_context().ledger.announcer
+    if writer is None or get_context().streaming_model(req.agent) is None:
+        return await _respond(spec, turn, req, logged, writer, None)
+    stale = announcer.refusal(writer)
+    try:
+        return await _respond(spec, turn, req, logged, writer, stale)
+    finally:
+        announcer.release(writer)
+
+
+async def _respond(
+    spec: RunSpec,
+    turn: int,
+    req: ModelRequest,
+    logged: list[deltas.Delta] | None,
+    writer: Writer | None,
+    stale: asyncio.Future[None] | None,
+) -> Reply:
     ctx = get_context()
     model = ctx.model_for(req.agent)
     streaming = ctx.streaming_model(req.agent)
     stream: TurnStream | None = None
     if streaming is not None:
-        stream = TurnStream(spec, turn, ctx.ledger.announcer, logged or [])
+        stream = TurnStream(spec, turn, ctx.ledger.announcer, logged or [], writer)
     attempts = max(1, ctx.settings.model_max_attempts)
     delay = ctx.settings.model_backoff_initial_sec
     for attempt in range(1, attempts + 1):
         try:
             if streaming is None or stream is None:
                 return Reply(await model.complete(req))
-            return await unless_ended(spec, _streamed(streaming, req, stream))
+            return await unless_ended(spec, _streamed(streaming, req, stream), stale=stale)
         except Ended:
             # Interrupted mid-reply: the model's stream is closed now (no more tokens paid
             # for or shown), and readers are told the reply will not be final.
@@ -193,7 +233,7 @@ async def respond(
                 },
             )
             try:  # an interrupt, even one heard during the failed attempt, ends the wait
-                await unless_ended(spec, asyncio.sleep(wait), look_first=True)
+                await unless_ended(spec, asyncio.sleep(wait), look_first=True, stale=stale)
             except Ended:
                 raise _interrupted(stream, turn) from None
             delay = min(delay * 2, ctx.settings.model_backoff_max_sec)
@@ -248,4 +288,8 @@ async def _streamed(model: StreamingModel, req: ModelRequest, stream: TurnStream
     if stream.live():
         await stream.announcer.written(sid)
     rows = await stream.announcer.settle(sid)
+    if stream.announcer.refused(stream.writer):
+        raise StaleWriter(sid)
+    if not rows and stream.last is not None and stream.writer is not None:
+        rows = [stream.last]  # written already: only the record's fence
     return Reply(response, rows, stream, staged=stream.announcer.take_staged(sid))

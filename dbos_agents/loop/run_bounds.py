@@ -27,9 +27,10 @@ from dbos import DBOS
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..ids import run_workflow_id
+from ..live import deltas
 from ..messages import Message
 from ..outcome import RunOutcome, RunSpec
-from ..store import calls, deltas, pending, pg, runs, sessions, transcript
+from ..store import calls, pending, pg, runs, sessions, transcript
 from ..store.retry import retry_transient
 from . import drain, execution
 from .ledger import (

@@ -3,6 +3,10 @@ streamed reply. An interrupt ends the run in its own transaction; the worker hea
 its LISTEN connection on run ends, confirms it with a read of the session (the fence every
 write of the run checks), and the work in progress is cancelled at once instead of running
 on to be fenced at its end. A slow re-check covers a missed notification.
+
+A streamed reply also stops when Postgres refuses its pieces (``stale``: this execution no
+longer owns the run, adopted while alive): the model's stream is cancelled the same way,
+and the stale execution records nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any, TypeVar
 
 from ..outcome import RunSpec
 from ..store import durable as rows
+from ..store.fence import StaleWriter
 from ..store.retry import fetch_one
 from ..store.runs import run_key
 from .context import get_context
@@ -67,29 +72,41 @@ class Ended(Exception):
     """The run ended (an interrupt) before the work did; the work was cancelled."""
 
 
-async def unless_ended(spec: RunSpec, work: Awaitable[T], *, look_first: bool = False) -> T:
+async def unless_ended(
+    spec: RunSpec,
+    work: Awaitable[T],
+    *,
+    look_first: bool = False,
+    stale: asyncio.Future[None] | None = None,
+) -> T:
     """``work``'s result, or ``Ended`` once the run ends first (the work cancelled). Where
     the worker does not listen on run ends, the work just runs (its writes are fenced).
-    ``look_first``: the run may have ended already (one read more; see ``RunEnd.wait``)."""
+    ``look_first``: the run may have ended already (one read more; see ``RunEnd.wait``).
+    ``stale``: resolved when this execution's writes are refused (it lost the run); the
+    work is then cancelled and ``StaleWriter`` raised."""
     ended = RunEnd(spec)
-    if not ended.heard:
+    if not ended.heard and stale is None:
         ended.close()
         return await work
     task: asyncio.Future[T] = asyncio.ensure_future(work)
-    watch = asyncio.ensure_future(ended.wait(look_first))
-    both: set[asyncio.Future[Any]] = {task, watch}
+    watch = asyncio.ensure_future(ended.wait(look_first)) if ended.heard else None
+    waiting: set[asyncio.Future[Any]] = {task}
+    waiting.update(f for f in (watch, stale) if f is not None)
     try:
-        done, _ = await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:  # the caller was cancelled: so is the work
         task.cancel()
         raise
     finally:
-        watch.cancel()
+        if watch is not None:
+            watch.cancel()
         ended.close()
     if task in done:
         return task.result()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+    if stale is not None and stale in done:
+        raise StaleWriter(spec["session_id"])
     raise Ended(spec["session_id"])
 
 

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
+import psycopg
 from dbos import DBOS
+from dbos import error as dbos_errors
 
 from .. import _dbos, storable
 from ..agent import Agent
@@ -29,17 +33,42 @@ from ..mcp.server import Listing
 from ..messages import Message, ModelResponse, ToolCall
 from ..models.base import ModelRequest
 from ..outcome import RunSpec
+from ..store import fence
 from ..store import state as state_rows
 from ..store.calls import Requested
 from ..store.sessions import RunFenced
-from . import drain, execution
-from .calls import Plan, RunInterrupted, ledger_kind, openings, plan
+from . import drain, execution, spans
+from .calls.base import RunInterrupted
+from .calls.planning import Plan, ledger_kind, openings, plan
 from .context import get_context
 from .crashpoints import crash_point
 from .ledger import CallResult, Opened, TurnRecord
-from .respond import respond, streams
+from .respond import Reply, respond, streams
 
 log = logging.getLogger("dbos_agents")
+
+
+async def _stale_ends(reply: Coroutine[Any, Any, Reply]) -> Reply:
+    """The reply, asked outside the workflow's DBOS context (as a tool handler: an
+    adapter's DBOS calls cannot shift the workflow's operation ids); an execution whose
+    pieces Postgres refused ends as DBOS ends one that lost its workflow."""
+    try:
+        return await _dbos.outside_workflow(reply)
+    except fence.StaleWriter:
+        raise _lost() from None
+
+
+def _lost() -> BaseException:
+    """This execution no longer owns its workflow (adopted while alive): DBOS's own signal
+    for that, which ends the execution recording nothing (DBOS then waits for the owner's
+    outcome)."""
+    wf = DBOS.workflow_id
+    assert wf is not None
+    log.warning(
+        "this execution lost its run to another worker; it stops and records nothing",
+        extra={"event": "stale_execution", "workflow_id": wf},
+    )
+    return dbos_errors.DBOSWorkflowConflictIDError(wf)
 
 
 @dataclass(frozen=True)
@@ -145,7 +174,10 @@ async def model_turn(
                 previous = []
         if streams(agent.name) and not new:  # an earlier execution may have streamed part of it
             logged = await ledger.logged_deltas(spec, turn)
-        reply = await _dbos.outside_workflow(respond(spec, turn, req, logged))
+        with spans.chat(spec, agent, turn, req) as chat_span:  # a no-op unless traced
+            writer = execution.writer() if streams(agent.name) else None  # fenced pieces
+            reply = await _stale_ends(respond(spec, turn, req, logged, writer))
+            spans.chat_ended(chat_span, reply.response)
         if staged and not reply.staged:
             previous = []  # written with a batch of the reply's deltas
         response = reply.response
@@ -197,6 +229,10 @@ async def model_turn(
             if reply.stream is not None:
                 reply.stream.withdraw()
             raise RunInterrupted(f"turn {turn}") from None
+        except psycopg.Error as exc:
+            if not fence.is_stale(exc):
+                raise
+            raise _lost() from None
         crash_point("model_call")
         # Another execution's record (a unique violation) has its own calls: plan them anew.
         return Turned(record, turn_plan if record.response is response else None)

@@ -26,9 +26,16 @@ from ..ids import INBOX_TOPIC, WORKFLOW_NAME
 from ..messages import JSONValue, Message, ToolCall, Usage
 from ..models.base import ModelRequest, ToolSpec
 from ..outcome import RunOutcome, RunSpec, RunStatus
+from ..records import PAGE_KEY, with_page
 from ..store.runs import run_key
-from . import drain, elsewhere, execution, mcp, outcomes, run_bounds
-from .calls import TIMEOUT_KIND, CallResult, Plan, RunInterrupted, Turn, plan
+from ..traces import spans as trace_spans
+from ..traces.carrier import KEY as TRACE_KEY
+from ..traces.carrier import of as trace_of
+from . import drain, elsewhere, execution, frontend, mcp, outcomes, run_bounds
+from . import spans as call_spans
+from .calls.base import CallResult, RunInterrupted, Turn
+from .calls.planning import Plan, plan
+from .calls.waiting import TIMEOUT_KIND
 from .context import get_context
 from .crashpoints import crash_point
 from .turn import model_turn
@@ -74,13 +81,20 @@ async def _run_calls(turn: Turn, calls: list[ToolCall], turn_plan: Plan) -> list
     results = {cid: CallResult(r) for cid, r in turn_plan.failed.items()}
     concurrent = [p for p in turn_plan.planned if p.kind.concurrent]
     in_sequence = [p for p in turn_plan.planned if not p.kind.concurrent]
+    await call_spans.open_calls(turn, turn_plan.planned)  # no-op unless traced
     reserved = [await p.kind.prepare(turn, p) for p in concurrent]
 
     async def sequence() -> list[CallResult]:
         prepared = [await p.kind.prepare(turn, p) for p in in_sequence]
-        return [await p.kind.run(turn, p, x) for p, x in zip(in_sequence, prepared, strict=True)]
+        return [
+            await call_spans.ran(turn, p, p.kind.run(turn, p, x))
+            for p, x in zip(in_sequence, prepared, strict=True)
+        ]
 
-    side = (p.kind.run(turn, p, r) for p, r in zip(concurrent, reserved, strict=True))
+    side = (
+        call_spans.ran(turn, p, p.kind.run(turn, p, r))
+        for p, r in zip(concurrent, reserved, strict=True)
+    )
     # Tasks only where calls overlap: a parked session keeps this await chain alive, and
     # each gather adds a Task, a Future and a copied context to it.
     if not in_sequence:
@@ -121,7 +135,22 @@ async def _session(spec: RunSpec) -> dict[str, JSONValue]:
         logs.run_started(spec, resumed)
         unrecorded: list[CallResult] = []
         try:
-            outcome, unrecorded = await _run_once(spec, agent)
+            with trace_spans.run(
+                agent=spec["agent"],
+                session_id=spec["session_id"],
+                run_seq=spec["run_seq"],
+                carrier=trace_of(spec),
+                resumed=resumed,
+            ) as run_span:
+                outcome, unrecorded = await _run_once(spec, agent)
+                u = outcome.usage
+                trace_spans.run_ended(
+                    run_span,
+                    outcome.status,
+                    outcome.turns,
+                    (u.input_tokens, u.output_tokens),
+                    outcome.error,
+                )
         except dbos_errors.DBOSException:
             raise  # DBOS's own control flow (ownership lost, ...): not ours to handle
         except Exception as exc:  # a bug or an outage: end the run visibly, never silently
@@ -154,6 +183,8 @@ async def _session(spec: RunSpec) -> dict[str, JSONValue]:
                 return outcome.model_dump(mode="json")
         assert isinstance(message, dict)
         spec = RunSpec(**{**spec, "run_seq": message["run_seq"], "message": message["message"]})
+        spec = with_page(spec, message.get(PAGE_KEY))
+        spec[TRACE_KEY] = message.get(TRACE_KEY)  # type: ignore[literal-required]
 
 
 async def _finish(
@@ -201,7 +232,10 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[CallR
     prior_turns = sum(1 for m in messages if m.role == "assistant")
     own = agent
     agent, listings = await mcp.for_run(spec, own, prior_turns + 1)
-    tools = _tool_specs(agent)
+    paged = frontend.view(spec, agent)  # a chat page's tools and context (loop/frontend.py)
+    tools = _tool_specs(agent) if paged is agent else frontend.specs(paged)
+    agent = paged
+    await frontend.commit_state(spec, agent)
     namespace = (
         ""
         if spec["session_id"] == spec["root_session_id"]
@@ -257,7 +291,7 @@ async def _run_once(spec: RunSpec, agent: Agent) -> tuple[RunOutcome, list[CallR
         record = turned.record
         if turns == 0 and listings is not None and record.tools not in (None, listings):
             # another execution recorded this turn first, with the lists it saw
-            agent = mcp.view(own, record.tools)
+            agent = frontend.view(spec, mcp.view(own, record.tools))
             tools = _tool_specs(agent)
         response = record.response
         messages.extend(record.notices)

@@ -25,13 +25,15 @@ from .context import ServerContext
 from .errors import install_error_handlers
 from .fork_routes import router as fork_router
 from .inbox import install as install_inbox
-from .inbox.queries import open_summary
 from .limits import BodyLimitMiddleware
 from .metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
+from .preflight import RefusePreflights
 from .routes import router
 from .schemas import ErrorBody
 from .settings import MIN_SECRET_CHARS, ServerSettings
 from .state_routes import router as state_router
+from .stream_end import CompleteCutStreams
+from .tracing import TracingMiddleware
 
 log = logging.getLogger("dbos_agents.server")
 
@@ -96,7 +98,7 @@ def create_app(
 
     def pending_summary() -> tuple[int, float] | None:
         c = ctx.client
-        return None if c is None else open_summary(c.sync.engine, c.settings.dbos_system_schema)
+        return None if c is None else c.sync.inbox_summary()
 
     ctx.metrics.watch_pending(pending_summary)
     ctx.metrics.watch_queued(lambda: None if ctx.client is None else ctx.client.sync.queued_runs())
@@ -150,6 +152,8 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)  # counts 411/413
+    app.add_middleware(TracingMiddleware)  # a span per request (docs/traces.md)
+    app.add_middleware(CompleteCutStreams)  # a stream cut by shutdown ends properly
     if settings.cors_origins:
         # Outermost: preflights are answered before anything else, errors carry the headers.
         app.add_middleware(
@@ -160,6 +164,8 @@ def create_app(
             expose_headers=list(EXPOSED_HEADERS),
             max_age=600,
         )
+    else:
+        app.add_middleware(RefusePreflights)  # 403 saying what to set, not a bare 405
     _publish_400_not_422(app)
     return app
 

@@ -15,15 +15,18 @@ import hashlib
 import hmac
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastapi import HTTPException, Request
 
 from ..errors import InvalidRequestError, UnknownAgentError
 from ..events import Cursor
 from ..outcome import SessionInfo
-from ..store import sessions as session_rows
 from .auth import Access, Operation
 from .context import Seen, ServerContext
+
+if TYPE_CHECKING:
+    from ..store.sessions import WithRuns
 
 __all__ = [
     "Chat",
@@ -55,7 +58,7 @@ class RunCursors:
     """Before the next run's first message: a follow-up's stream."""
 
     @classmethod
-    def of(cls, read: session_rows.WithRuns) -> RunCursors:
+    def of(cls, read: WithRuns) -> RunCursors:
         start = Cursor(read.first - 1) if read.first is not None else Cursor(read.last)
         asked = Cursor(read.asked) if read.asked is not None else start
         nxt = read.first_next
@@ -134,11 +137,9 @@ async def open_chat(
     if allowed is not None and agent not in allowed:
         raise UnknownAgentError(agent, allowed)
     sid = chat_session_id(ctx, agent, chat_id, field=field)
-    client = ctx.agent_client()
-    schema = client.settings.dbos_system_schema
     # The session, its token generation and its runs' cursors in one read: under load every
     # read of a request waits its turn for the loop's connections.
-    read = await client.on_loop(lambda d: session_rows.get_with_runs_on(d, sid, schema))
+    read = await ctx.agent_client().session_with_runs(sid)
     if read is None:
         access = await ctx.authorize(request, "create_session", None)
         return Chat(agent, chat_id, sid, access, exists=False)

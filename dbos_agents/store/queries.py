@@ -26,6 +26,7 @@ from ..ids import (
     run_workflow_id,
 )
 from ..outcome import RunSpec, SessionInfo
+from ..records import PAGE_KEY, PageInput, with_page
 from ..records import HistoryEntry as HistoryEntry
 from ..records import ToolCallRecord as ToolCallRecord
 from . import calls, durable, runs, sessions, transcript
@@ -110,6 +111,7 @@ def enqueue_run(
     new_session: bool,
     claim: Callable[[sa.Connection, str], bool] | None = None,
     system_schema: str | None = None,
+    page: PageInput | None = None,
 ) -> tuple[RunSpec, str]:
     """Record a queued run and enqueue its workflow, atomically; returns (spec, workflow id).
 
@@ -128,10 +130,10 @@ def enqueue_run(
     """
     args = (engine, client, queue_name, session_id, agent, message, user_id, tenant_id)
     try:
-        return _enqueue(*args, new_session, claim, system_schema)
+        return _enqueue(*args, new_session, claim, system_schema, page)
     except _CancelledOutside as cancelled:
         interrupt_cancelled(engine, client, cancelled.root_session_id)
-    return _enqueue(*args, new_session, claim, system_schema)
+    return _enqueue(*args, new_session, claim, system_schema, page)
 
 
 def _enqueue(
@@ -146,6 +148,7 @@ def _enqueue(
     new_session: bool,
     claim: Callable[[sa.Connection, str], bool] | None,
     system_schema: str | None,
+    page: PageInput | None = None,
 ) -> tuple[RunSpec, str]:
     inbox_workflow: str | None = None
     with engine.begin() as conn:
@@ -178,11 +181,12 @@ def _enqueue(
             user_id=user_id,
             tenant_id=tenant_id,
         )
+        spec = with_page(spec, page)  # a chat page's tools, context, state (records.PageInput)
         if inbox_workflow is not None:
             client.send_in_transaction(
                 conn,
                 inbox_workflow,
-                {"run_seq": run_seq, "message": message},
+                {"run_seq": run_seq, "message": message, PAGE_KEY: page or None},
                 topic=INBOX_TOPIC,
                 idempotency_key=f"inbox::{run_seq}",
             )
@@ -215,6 +219,7 @@ def start_run(
     tenant_id: str | None,
     claim: Callable[[sa.Connection, str], bool] | None = None,
     system_schema: str | None = None,
+    page: PageInput | None = None,
 ) -> tuple[RunSpec, str]:
     """Start a new session, or continue ``session_id`` when it exists (see ``enqueue_run``).
     Every caller-supplied value is checked first: ``InvalidRequestError``, nothing written."""
@@ -237,4 +242,5 @@ def start_run(
         new_session=not exists,
         claim=claim,
         system_schema=system_schema,
+        page=page,
     )

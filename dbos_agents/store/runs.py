@@ -3,7 +3,7 @@
 A run's outcome is written once, by the statement list that ends the run (``record_stmt``
 in ``run_bounds.end``) or by the interrupt that stops it, whichever commits first; a
 ``NOTIFY`` on ``CHANNEL`` commits with it, so ``SessionHandle.result()`` in any process
-learns of the end without polling (``store.listen``).
+learns of the end without polling (``live.listen``).
 """
 
 from __future__ import annotations

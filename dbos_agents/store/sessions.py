@@ -21,9 +21,11 @@ from .. import _dbos, storable
 from ..messages import Usage
 from ..outcome import RunSpec, SessionInfo
 from . import pg
-from .announce import CHANNEL as EVENTS_CHANNEL
 from .pg import Db, Stmt
 from .schema import SCHEMA as S
+
+EVENTS_CHANNEL = "dbos_agents_events"
+"""The channel a committed change of a session is announced on (``live.announce``)."""
 
 BUSY = ("queued", "running")
 

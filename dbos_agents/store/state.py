@@ -97,6 +97,41 @@ async def record_with_state(
     return None, result
 
 
+_POSTED = f"""
+WITH mine AS (
+    SELECT version FROM {S}.session_states
+    WHERE session_id = :s AND run_seq = :r AND turn = 0 AND tool_call_id IS NULL
+), latest AS (
+    SELECT coalesce(max(version), 0) AS v FROM {S}.session_states WHERE session_id = :s
+), ins AS (
+    INSERT INTO {S}.session_states (session_id, version, run_seq, turn, tool_call_id, state)
+    SELECT :s, latest.v + 1, :r, 0, NULL, CAST(:state AS jsonb) FROM latest
+    WHERE NOT EXISTS (SELECT 1 FROM mine) AND latest.v = :base
+    RETURNING version
+)
+SELECT (SELECT version FROM mine) AS earlier, (SELECT version FROM ins) AS new,
+    (SELECT v FROM latest) AS latest
+"""
+
+
+async def commit_posted(
+    engine: AsyncEngine, session_id: str, run_seq: int, state: dict[str, JSONValue], base: int
+) -> tuple[int | None, int]:
+    """A state a chat page posted with run ``run_seq``, committed before the run's first
+    turn (turn 0, no tool call) if the session's latest version is still ``base``; once
+    per run (a replay finds its row). Returns (the version it has or got, None: refused
+    as the state moved on; the latest version)."""
+    lock = ("SELECT pg_advisory_xact_lock(:k)", {"k": lock_key(session_id)})
+    params = {"s": session_id, "r": run_seq, "state": storable.dumps(state), "base": base}
+    async with pg.driver(engine) as c:
+        _, _, rows, _ = await pg.fetch_all(
+            c, [("BEGIN", {}), lock, (_POSTED, params), ("COMMIT", {})]
+        )
+    row = rows[0]
+    version = row.earlier if row.earlier is not None else row.new
+    return version, int(row.latest)
+
+
 # --- reads --------------------------------------------------------------------------------
 
 

@@ -2,7 +2,7 @@
 
 A run executing in this process hands its outcome over directly (``loop.outcomes``); any
 other is announced by a NOTIFY as its row commits (``store.runs``), heard through this
-process's one LISTEN connection (``store.listen``). A slow safety net re-reads the row and
+process's one LISTEN connection (``live.listen``). A slow safety net re-reads the row and
 asks DBOS whether the workflow ended without recording one. No caller polls.
 """
 
@@ -17,11 +17,11 @@ from dbos import DBOS, WorkflowHandleAsync
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import SessionNotFoundError
+from ..live.listen import Listener
 from ..loop import outcomes
 from ..outcome import RunOutcome, SessionInfo
 from ..records import HistoryEntry, ToolCallRecord
 from ..store import pg, queries, runs
-from ..store.listen import Listener
 from ..store.runs import run_key
 
 LOCAL_RESULT_GRACE_SEC = 1.0

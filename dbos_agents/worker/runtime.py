@@ -19,6 +19,8 @@ from ..errors import (
     UnknownAgentError,
 )
 from ..ids import agent_queue
+from ..live import deltas
+from ..live.listen import Listener
 from ..loop import drain
 from ..loop import workflow as _workflow  # noqa: F401  (registers the session workflow)
 from ..loop.context import LoopContext, get_context, set_context
@@ -27,11 +29,11 @@ from ..models.base import Model
 from ..models.resolve import model_from
 from ..outcome import RunSpec
 from ..settings import CLIENT_POOL_SIZE, SYNC_MAX_OVERFLOW, SYNC_POOL_SIZE, Settings
-from ..store import deltas, pending, pg, queries, runs
+from ..store import pending, pg, queries, runs
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
-from ..store.listen import Listener
 from ..store.locate import locate_database, log_located
 from ..store.migrate import SCHEMA, migrate
+from ..store.traced import TracedDBOSClient
 from .handle import Outcomes, SessionHandle
 from .identity import ExecutorClaim
 from .parking import Parker
@@ -204,7 +206,7 @@ class AgentRuntime:
                 queue, worker_concurrency=s.worker_concurrency, polling_interval_sec=poll
             )
         self._client = await asyncio.to_thread(
-            DBOSClient,
+            TracedDBOSClient,  # a start carries the caller's trace context
             system_database_url=sqlalchemy_url(url),
             application_name=s.app_name,
             dbos_system_schema=s.dbos_system_schema,

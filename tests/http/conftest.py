@@ -19,7 +19,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from dbos_agents import AgentClient, PendingCall
-from dbos_agents.store import announce, deltas
+from dbos_agents.live import announce, deltas
 from dbos_agents.testing import CrashHarness, WorkerProcess
 
 REPO = Path(__file__).resolve().parents[2]

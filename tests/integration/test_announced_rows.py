@@ -15,8 +15,9 @@ import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from dbos_agents import AgentClient, AgentRuntime, AsyncAgentClient
-from dbos_agents.store import announce, deltas, pg
-from dbos_agents.store.deltas import Logged
+from dbos_agents.live import announce, deltas
+from dbos_agents.live.deltas import Logged
+from dbos_agents.store import pg
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from dbos_agents import AgentClient, AgentRuntime, MessageEvent
 from dbos_agents.errors import AccessDeniedError
-from dbos_agents.store import deltas
+from dbos_agents.live import deltas
 
 from .streaming_model import LONG_REPLY
 

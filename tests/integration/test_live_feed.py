@@ -1,5 +1,5 @@
 """Live streams fed between full reads: while replies stream, an async client's streams get
-their new deltas from the worker's notifications (``client/feed.py``), and what they show
+their new deltas from the worker's notifications (``live/feed.py``), and what they show
 is exactly what a reader that reads everything afterwards gets."""
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ import pytest
 import pytest_asyncio
 
 from dbos_agents import AgentClient, AgentRuntime, AsyncAgentClient
-from dbos_agents.client.loop_reads import LIMIT, LoopReads
 from dbos_agents.delivery import ApprovalDelivery, ResultDelivery
 from dbos_agents.errors import (
     AccessDeniedError,
@@ -21,6 +20,7 @@ from dbos_agents.errors import (
     InvalidResultError,
     SessionNotFoundError,
 )
+from dbos_agents.live.loop_reads import LIMIT, LoopReads
 from dbos_agents.outcome import SessionInfo
 from dbos_agents.store import pg
 
@@ -188,17 +188,17 @@ async def test_a_submit_runs_on_the_loop_and_decides_as_the_sync_one(
     assert (await asyncio.to_thread(client.wait, sid, timeout=60)).status == "completed"
 
 
-async def test_on_loop_runs_a_read_of_ones_own_on_the_kept_connections(
+async def test_reads_on_the_loop_run_on_the_kept_connections(
     integration_database_url: str,
 ) -> None:
     async with await AsyncAgentClient.connect(integration_database_url) as fresh:
-        first = await fresh.on_loop(_backend)
-        assert await fresh.on_loop(_backend) == first
+        first = await fresh._on_loop(_backend)
+        assert await fresh._on_loop(_backend) == first
         assert fresh.sync.loop_reads.connects == 1
-        rows = await fresh.on_loop(lambda d: pg.fetch(d, ("SELECT :x::int AS x", {"x": 7})))
+        rows = await fresh._on_loop(lambda d: pg.fetch(d, ("SELECT :x::int AS x", {"x": 7})))
         assert [r.x for r in rows] == [7]
         with pytest.raises(psycopg.errors.UndefinedTable):  # not an outage: raised as it is
-            await fresh.on_loop(lambda d: pg.fetch(d, ("SELECT * FROM no_such_table", {})))
+            await fresh._on_loop(lambda d: pg.fetch(d, ("SELECT * FROM no_such_table", {})))
 
 
 async def test_a_script_of_reads_gives_each_statements_rows_in_one_snapshot(

@@ -20,7 +20,7 @@ from dbos_agents import (
     StatusEvent,
 )
 from dbos_agents.events import ProgressEvent, StateEvent
-from dbos_agents.store import deltas
+from dbos_agents.live import deltas
 from tests.http.conftest import report_progress as report
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

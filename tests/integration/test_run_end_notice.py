@@ -11,7 +11,8 @@ import psycopg
 import pytest
 
 from dbos_agents import AgentClient, AgentRuntime
-from dbos_agents.store import announce, runs
+from dbos_agents.live import announce
+from dbos_agents.store import runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -165,8 +165,9 @@ async def test_a_fenced_stage_is_dropped_and_its_deltas_still_shown(
     dropped (the turn is fenced too), and the deltas they were to precede are shown anyway."""
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from dbos_agents.store import deltas, sessions
-    from dbos_agents.store.announce import Announcer
+    from dbos_agents.live import deltas
+    from dbos_agents.live.announce import Announcer
+    from dbos_agents.store import sessions
     from dbos_agents.store.db import sqlalchemy_url
 
     sid = await asyncio.to_thread(client.start, "chat", "done soon")
@@ -196,7 +197,8 @@ async def test_a_batch_of_many_sessions_keeps_each_rows_text_and_order(
     order, per session, across sessions."""
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from dbos_agents.store import deltas, pg
+    from dbos_agents.live import deltas
+    from dbos_agents.store import pg
 
     sids = [await asyncio.to_thread(client.start, "streamer", "tell me") for _ in range(2)]
     for sid in sids:
@@ -235,8 +237,8 @@ async def test_batches_are_at_most_one_per_interval(
     start) plus the first, however fast the pieces come; none is lost or repeated."""
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from dbos_agents.store import deltas
-    from dbos_agents.store.announce import Announcer
+    from dbos_agents.live import deltas
+    from dbos_agents.live.announce import Announcer
     from dbos_agents.store.db import sqlalchemy_url
 
     sid = await asyncio.to_thread(client.start, "chat", "batched")
@@ -259,3 +261,128 @@ async def test_batches_are_at_most_one_per_interval(
         await engine.dispose()
     shown = [r.text for r in delta_rows(integration_database_url, sid) if r.turn == 77]
     assert shown == [f"{i};" for i in range(40)]
+
+
+def _fake_workflow(url: str, token: str) -> str:
+    """A PENDING workflow row owned by ``token`` (no executor: no recovery takes it)."""
+    import uuid
+
+    wf = f"fence-{uuid.uuid4().hex}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO dbos.workflow_status (workflow_uuid, status, name, owner_xid)"
+            " VALUES (%s, 'PENDING', 'fence_test', %s)",
+            (wf, token),
+        )
+    return wf
+
+
+def _claim(url: str, wf: str, token: str | None) -> None:
+    """What an adoption does to the row: a re-enqueue (no owner), then another claim."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE dbos.workflow_status SET owner_xid = %s WHERE workflow_uuid = %s", (token, wf)
+        )
+
+
+async def test_a_stale_writers_pieces_are_refused_by_postgres(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    """Pieces of an execution that no longer owns its workflow (adopted while it still
+    streams) are refused: the batch leaves them out (another session's pieces in the same
+    batch are written), the announcer drops them and the writer's later ones, and tells
+    its stream; a record carrying them fails with ``STALE_SQLSTATE`` and writes nothing."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from dbos_agents.live import deltas
+    from dbos_agents.live.announce import Announcer
+    from dbos_agents.store import fence, pg
+    from dbos_agents.store.db import sqlalchemy_url
+
+    url = integration_database_url
+    sids = [await asyncio.to_thread(client.start, "chat", f"fence {i}") for i in range(2)]
+    for sid in sids:
+        await asyncio.to_thread(client.wait, sid, timeout=60)
+    wf = _fake_workflow(url, "tok-a")
+    a = fence.Writer(workflow_id=wf, token="tok-a", system_schema='"dbos"')
+    b = fence.Writer(workflow_id=wf, token="tok-b", system_schema='"dbos"')
+
+    def piece(part: int, text: str, writer: fence.Writer | None) -> deltas.Delta:
+        return deltas.Delta(
+            run_seq=1, turn=55, attempt=1, part=part, kind="text", text=text, writer=writer
+        )
+
+    def shown(sid: str) -> list[str]:
+        return [r.text for r in delta_rows(url, sid) if r.turn == 55]
+
+    engine = create_async_engine(sqlalchemy_url(url))
+    announcer = Announcer(engine, 0.01)
+    try:
+        refusal = announcer.refusal(a)
+        announcer.append(sids[0], [piece(0, "owned;", a)])
+        await announcer.written(sids[0])
+        assert shown(sids[0]) == ["owned;"] and not refusal.done()
+        _claim(url, wf, None)  # re-enqueued by an adopter
+        _claim(url, wf, "tok-b")  # and claimed: this execution is stale now
+        announcer.append(sids[0], [piece(1, "stale;", a)])
+        announcer.append(sids[1], [piece(0, "other;", None)])
+        await asyncio.wait_for(refusal, 10)
+        announcer.append(sids[0], [piece(2, "later;", a)])  # dropped: the writer is refused
+        await announcer.written(sids[0])
+        await announcer.written(sids[1])
+        assert announcer.refused(a) and not announcer.refused(b)
+        assert shown(sids[0]) == ["owned;"] and shown(sids[1]) == ["other;"]
+        assert await announcer.settle(sids[0]) == []
+        # A record: its rows checked even when written before, and it fails as a whole.
+        with pytest.raises(psycopg.Error) as caught:
+            await pg.script(engine, [deltas.insert_stmt(sids[0], [piece(0, "owned;", a)])])
+        assert fence.is_stale(caught.value)
+        await pg.script(engine, [deltas.insert_stmt(sids[0], [piece(0, "owned;", b)])])
+        await pg.script(engine, [deltas.insert_stmt(sids[0], [piece(1, "new owner;", b)])])
+        assert shown(sids[0]) == ["owned;", "new owner;"]
+    finally:
+        announcer.release(a)
+        await announcer.close()
+        await engine.dispose()
+
+
+async def test_the_fence_serializes_with_an_ownership_change_in_flight(
+    runtime: AgentRuntime, client: AgentClient, integration_database_url: str
+) -> None:
+    """A batch that checks its writer while an adopter's claim is uncommitted waits for it,
+    then sees the new owner and is refused: no piece of the old owner commits after the
+    claim, so the adopter's read of the log after its claim has every piece it will show."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from dbos_agents.live import deltas
+    from dbos_agents.store import fence, pg
+    from dbos_agents.store.db import sqlalchemy_url
+
+    url = integration_database_url
+    sid = await asyncio.to_thread(client.start, "chat", "fence race")
+    await asyncio.to_thread(client.wait, sid, timeout=60)
+    wf = _fake_workflow(url, "tok-a")
+    a = fence.Writer(workflow_id=wf, token="tok-a", system_schema='"dbos"')
+    row = deltas.Delta(run_seq=1, turn=66, attempt=1, part=0, kind="text", text="x", writer=a)
+    engine = create_async_engine(sqlalchemy_url(url))
+    claim = psycopg.connect(url)  # a transaction: the claim, not committed yet
+    try:
+        claim.execute(
+            "UPDATE dbos.workflow_status SET owner_xid = 'tok-b' WHERE workflow_uuid = %s", (wf,)
+        )
+        stmt = deltas.insert_announced_stmt({sid: [row]}, "fence_test", "+", [sid])
+
+        async def batch() -> list[Any]:
+            async with pg.driver(engine) as conn:
+                return await pg.script_rows(conn, [stmt])
+
+        task = asyncio.ensure_future(batch())
+        await asyncio.sleep(0.5)
+        assert not task.done(), "the batch waits for the claim in flight"
+        claim.commit()
+        ((result,),) = await asyncio.wait_for(task, 10)
+        assert result.refused == [sid]
+        assert not [r for r in delta_rows(url, sid) if r.turn == 66]
+    finally:
+        claim.close()
+        await engine.dispose()

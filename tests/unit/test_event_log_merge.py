@@ -1,4 +1,4 @@
-"""The live log's merge (``store/merge.py``) and cursors: the order a reader sees, what a
+"""The live log's merge (``live/vocabulary.py``) and cursors: the order a reader sees, what a
 full batch holds back, and the cursor each event carries."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dbos_agents import (
     RetractEvent,
     ToolCall,
 )
+from dbos_agents.live.deltas import Logged
+from dbos_agents.live.vocabulary import merge
 from dbos_agents.records import HistoryEntry
-from dbos_agents.store.deltas import Logged
-from dbos_agents.store.merge import merge
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

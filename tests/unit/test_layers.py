@@ -1,6 +1,9 @@
 """The package's layers (shared/DESIGN.md section 2), checked on its import graph: no
 cycle, and every import goes to the importer's own layer or one below it. Imports under
-``if TYPE_CHECKING:`` are for annotations only and do not count."""
+``if TYPE_CHECKING:`` are for annotations only and do not count. Importing ``a.b.c`` runs
+the ``__init__`` of ``a.b`` first (unless the importer is inside ``a.b``, whose ``__init__``
+has then already begun), so those count as arrows too: a cycle through a package's
+``__init__`` fails a process's first import."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import pytest
 PKG = pathlib.Path(__file__).resolve().parents[2] / "dbos_agents"
 
 DEFINITIONS = "definitions"
-LAYER_OF_PACKAGE = {"_dbos": "_dbos", "store": "store", "loop": "loop", "worker": "worker",
+LAYER_OF_PACKAGE = {"_dbos": "_dbos", "store": "store", "live": "live", "loop": "loop", "worker": "worker",
                     "client": "client", "server": "server", "cli": "cli", "testing": "testing",
                     "models": DEFINITIONS, "examples": "examples"}  # fmt: skip
 TOP_MODULES = {"demo": "cli"}
@@ -22,16 +25,28 @@ BELOW = {
     DEFINITIONS: set(),
     "_dbos": {DEFINITIONS},
     "store": {DEFINITIONS, "_dbos"},
-    "loop": {DEFINITIONS, "_dbos", "store"},
-    "worker": {DEFINITIONS, "_dbos", "store", "loop"},
-    "client": {DEFINITIONS, "_dbos", "store"},
-    "server": {DEFINITIONS, "_dbos", "store", "client"},
-    "testing": {DEFINITIONS, "_dbos", "store", "client", "loop"},
-    "cli": {DEFINITIONS, "_dbos", "store", "client", "worker", "server", "testing", "examples"},
+    "live": {DEFINITIONS, "_dbos", "store"},
+    "loop": {DEFINITIONS, "_dbos", "store", "live"},
+    "worker": {DEFINITIONS, "_dbos", "store", "live", "loop"},
+    "client": {DEFINITIONS, "_dbos", "store", "live"},
+    "server": {DEFINITIONS, "client", "live"},
+    "testing": {DEFINITIONS, "_dbos", "store", "live", "client", "loop"},
+    "cli": {
+        DEFINITIONS,
+        "_dbos",
+        "store",
+        "live",
+        "client",
+        "worker",
+        "server",
+        "testing",
+        "examples",
+    },
     "examples": {DEFINITIONS, "client", "worker", "testing"},
 }
 """What each layer may import besides itself: the client never imports the loop or the
-worker; only the worker and testing (its crash points) import the loop."""
+worker; only the worker and testing (its crash points) import the loop; the server is
+built on the client and ``live/``, never on ``store/`` or ``_dbos/``."""
 
 
 def _module(path: pathlib.Path) -> str:
@@ -75,9 +90,20 @@ def _imports(path: pathlib.Path) -> set[str]:
     return found
 
 
+def _through_inits(target: str) -> set[str]:
+    """The target and the packages whose ``__init__`` runs on the way to it."""
+    parts = target.split(".")
+    return {".".join(parts[:i]) for i in range(2, len(parts) + 1)}
+
+
 MODULES = {_module(p): p for p in PKG.rglob("*.py")}
 GRAPH = {
-    m: {t for t in _imports(p) if t in MODULES and t != m and not m.startswith(t + ".")}
+    m: {
+        t
+        for imported in _imports(p)
+        for t in _through_inits(imported)
+        if t in MODULES and t != m and not m.startswith(t + ".")
+    }
     for m, p in MODULES.items()
 }
 
@@ -113,3 +139,12 @@ def test_the_check_sees_an_upward_import() -> None:
     """The layer rule can fail: the store importing the loop would be refused."""
     assert "loop" not in BELOW["store"] and layer("dbos_agents.loop.turn") == "loop"
     assert layer("dbos_agents.store.calls") == "store" and layer("dbos_agents.agent") == DEFINITIONS
+    assert "store" not in BELOW["server"] and layer("dbos_agents.live.reducer") == "live"
+
+
+def test_the_graph_sees_a_package_init_on_the_way() -> None:
+    """``from ..calls.base import X`` runs ``calls/__init__`` first: an arrow to it."""
+    assert _through_inits("dbos_agents.loop.calls.base.RunInterrupted") >= {
+        "dbos_agents.loop.calls",
+        "dbos_agents.loop.calls.base",
+    }

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dbos_agents.client.watch import _either
+from dbos_agents.live.watch import _either
 
 pytestmark = pytest.mark.asyncio
 

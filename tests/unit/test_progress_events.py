@@ -11,6 +11,9 @@ from rich.console import Console
 
 from dbos_agents.cli import render
 from dbos_agents.events import Cursor, MessageEvent, ProgressEvent, StatusEvent
+from dbos_agents.live import deltas
+from dbos_agents.live.deltas import Logged
+from dbos_agents.live.vocabulary import merge
 from dbos_agents.messages import ToolCall
 from dbos_agents.records import HistoryEntry
 from dbos_agents.server.ag_ui.mapping import PROGRESS_EVENT, Mapper
@@ -18,9 +21,6 @@ from dbos_agents.server.ag_ui.stream import encode as encode_ag_ui
 from dbos_agents.server.ag_ui.view import ClientView
 from dbos_agents.server.ai_sdk.mapping import RunParts
 from dbos_agents.server.events import encode
-from dbos_agents.store import deltas
-from dbos_agents.store.deltas import Logged
-from dbos_agents.store.merge import merge
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 CALL = ToolCall(id="c1", name="crawl", arguments="{}")

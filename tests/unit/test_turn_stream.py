@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from dbos_agents.live import deltas
+from dbos_agents.live.announce import Announcer
 from dbos_agents.loop.respond import TurnStream
 from dbos_agents.models import ToolCallDelta
 from dbos_agents.outcome import RunSpec
-from dbos_agents.store import deltas
-from dbos_agents.store.announce import Announcer
 
 
 class Collect:

@@ -4,7 +4,7 @@ result, and the kind's interface (``Kind``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
@@ -36,6 +36,8 @@ class Turn:
     workflow: SessionWorkflow
     number: int = 0
     """The turn's number in the session (its assistant message's turn)."""
+    spans: dict[str, Any] = field(default_factory=dict)
+    """The started span of each call this execution runs, by call id (``loop.spans``)."""
 
 
 class SubAgentTask(BaseModel):

@@ -12,8 +12,10 @@ from dbos import error as dbos_errors
 
 from ...agent import Agent
 from ...ids import durable_workflow_id
+from ...outcome import RunSpec
 from ...results import ToolResult
 from ...store.calls import CallKind
+from ...traces.carrier import of_span
 from ..durable.workflow import INTERRUPTED, DurableJob, durable_tool_workflow
 from ..ledger import WaitSpec
 from .base import CallResult, Planned, RunInterrupted, Turn
@@ -31,8 +33,11 @@ class DurableKind:
         """Start the child workflow (deterministic id); returns its handle."""
         parent_wf = DBOS.workflow_id
         assert parent_wf is not None
+        spec = turn.spec
+        if p.call.id in turn.spans:  # traced: its steps' spans go under the call's
+            spec = cast("RunSpec", {**spec, **of_span(turn.spans[p.call.id])})
         job = DurableJob(
-            spec=turn.spec,
+            spec=spec,
             tool=p.call.name,
             tool_call_id=p.call.id,
             arguments=p.call.arguments,

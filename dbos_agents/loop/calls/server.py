@@ -25,6 +25,7 @@ from ...agent import Agent
 from ...ids import idempotency_key
 from ...messages import JSONValue, ToolCall
 from ...outcome import RunSpec
+from ...records import forwarded_props_of
 from ...results import ToolResult, durability_error
 from ...state import StateChanges
 from ...store.calls import CallKind
@@ -107,6 +108,7 @@ async def _guarded(
             changes=None
             if schema is None
             else StateChanges(schema, spec["session_id"], attempt.state),
+            forwarded_props=forwarded_props_of(spec),
         )
         if attempt.prior_status != "requested" and not tool.safe_to_retry:
             settle = _settle_unknown(tool, tctx, args)  # an earlier attempt may have run

@@ -11,8 +11,10 @@ from dbos import error as dbos_errors
 from ...agent import Agent
 from ...ids import child_session_id
 from ...outcome import RunOutcome, RunSpec
+from ...records import PageInput, forwarded_props_of, with_page
 from ...results import ToolResult
 from ...store.calls import CallKind
+from ...traces.carrier import of_span
 from ..ledger import WaitSpec
 from .base import CallResult, Planned, RunInterrupted, SubAgentTask, Turn
 
@@ -41,6 +43,10 @@ class SubAgentKind:
             user_id=spec["user_id"],
             tenant_id=spec["tenant_id"],
         )
+        cast("dict[str, object]", child_spec).update(of_span(turn.spans.get(p.call.id)))
+        props = forwarded_props_of(spec)  # the page's props reach the sub-agent's tools
+        if props is not None:
+            child_spec = with_page(child_spec, PageInput(forwarded_props=props))
         with SetWorkflowID(child):
             return await DBOS.start_workflow_async(turn.workflow, child_spec)
 

@@ -8,15 +8,18 @@ the ``recv`` (or while the worker is down) is buffered in DBOS's notifications t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from typing import Final
+from typing import Any, Final
 
 from dbos import DBOS
 
 from ...delivery import Delivery, InterruptDelivery, decode
 from ...outcome import RunSpec
 from ...results import ToolResult
+from ...traces import KEY as TRACE_KEY
+from ...traces import spans
 from ..context import get_context
 from .base import RunInterrupted
 
@@ -51,6 +54,27 @@ async def wait_for_submission(
         },
     )
     ctx = get_context()
+    span = spans.start_wait(tool=tool, call_id=tool_call_id, kind=kind, deadline=deadline)
+    try:
+        received = await _received(spec, ctx, tool_call_id, remaining, deadline, park)
+    except RunInterrupted:
+        spans.end_wait(span, "interrupted")
+        raise
+    except asyncio.CancelledError:  # parked (or the worker stops): a later execution waits on
+        spans.end_wait(span, "suspended")
+        raise
+    if received is None:
+        spans.end_wait(span, "deadline")
+        return None
+    carrier, delivery = received
+    spans.end_wait(span, "answered", carrier)
+    return delivery
+
+
+async def _received(
+    spec: RunSpec, ctx: Any, tool_call_id: str, remaining: float, deadline: float, park: bool
+) -> tuple[object, Delivery] | None:
+    """The wait itself: the submit's trace carrier (if any) and what it delivered."""
     # A root session's long wait may park (``worker.parking``): rows only, until a submit or
     # the deadline resumes it.
     if park:
@@ -74,6 +98,10 @@ async def wait_for_submission(
                 },
             )
             return None
+    carrier = None
+    if isinstance(payload, dict) and TRACE_KEY in payload:  # the submit's, for a span link
+        carrier = payload[TRACE_KEY]
+        payload = {k: v for k, v in payload.items() if k != TRACE_KEY}
     delivery = decode(payload)
     if isinstance(delivery, InterruptDelivery):
         log.info(
@@ -81,7 +109,7 @@ async def wait_for_submission(
             extra={"event": "client_tool.aborted", "tool_call_id": tool_call_id},
         )
         raise RunInterrupted(tool_call_id)
-    return delivery
+    return carrier, delivery
 
 
 def timeout_result(tool_call_id: str, tool: str, timeout_sec: float) -> ToolResult:

@@ -39,12 +39,14 @@ from ...errors import (
     StepOutcomeUnknownError,
 )
 from ...ids import idempotency_key
+from ...live import deltas
 from ...messages import JSONValue
 from ...outcome import RunSpec
-from ...store import deltas, pending, pg
 from ...store import durable as rows
+from ...store import pending, pg
 from ...store.retry import fetch_one, retry_transient
 from ...tool_context import Decision, FormAsk, StepInfo, _ApprovalAsk
+from ...traces import spans
 from .. import drain
 from ..calls.base import RunInterrupted
 from ..calls.waiting import wait_for_submission
@@ -125,7 +127,8 @@ class Ops:
             crash_point("inner_step_marked")
             info = StepInfo(name, seq, key)
             try:
-                value = await _dbos.outside_workflow(_invoke(fn, args, kwargs, info))
+                with spans.step(name):  # a no-op untraced
+                    value = await _dbos.outside_workflow(_invoke(fn, args, kwargs, info))
                 output = _dump(adapter, value, f"the output of inner step {name!r}")
             except Exception as exc:
                 crash_point("inner_step_ran")

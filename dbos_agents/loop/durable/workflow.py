@@ -23,6 +23,7 @@ from typing import Any, Final, NotRequired, TypedDict
 from dbos import DBOS
 from pydantic import BaseModel
 
+from ... import traces
 from ...agent import Agent
 from ...errors import StepOutcomeUnknownError
 from ...ids import DURABLE_WORKFLOW_NAME, idempotency_key
@@ -31,6 +32,7 @@ from ...mcp.tool import MCPTool
 from ...mcp.wire import Outcome
 from ...messages import JSONValue
 from ...outcome import RunSpec
+from ...records import forwarded_props_of
 from ...results import ToolResult, durability_error
 from ...state import StateChanges
 from ...store import durable as rows
@@ -39,6 +41,7 @@ from ...store import state as state_rows
 from ...store.retry import fetch_one, retry_transient
 from ...tool_context import ToolContext
 from ...tools import Tool
+from ...traces import spans
 from .. import drain, elsewhere
 from ..calls.base import RunInterrupted
 from ..calls.server import state_commit
@@ -121,10 +124,12 @@ async def _run(job: DurableJob) -> ToolResult:
             attempt=begun.executions,
             changes=None if schema is None else StateChanges(schema, spec["session_id"], base),
             durable=ops,
+            forwarded_props=forwarded_props_of(spec),
         )
         args = tool.validate_arguments(json.loads(job["arguments"]))
         body = _body(tool, tctx, args, ops)
-        result = await _bounded(body, begun.deadline, ended, cid, tool)
+        with spans.under(traces.of(spec)):  # its steps' spans go under the call's
+            result = await _bounded(body, begun.deadline, ended, cid, tool)
     finally:
         ended.close()
     if result.error is not None and result.error.kind == INTERRUPTED:

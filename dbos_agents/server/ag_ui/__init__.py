@@ -2,7 +2,9 @@
 
 One module per idea: ``parse`` (the ``RunAgentInput``), ``reconcile`` (what the posted
 thread asks of the session), ``view`` (the client's copy of the transcript), ``mapping``
-(the session's log as AG-UI events), ``stream`` (the SSE body), ``route`` (the route).
+(the session's log as AG-UI events), ``stream`` (the SSE body), ``route`` (the route),
+``page`` (the page's tools, state, context and forwarded props for the run), ``shared_state``
+(the typed state as the page holds it: JSON Patch deltas).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@
   so a client that keeps notes across runs (a rerun sends the run's notes again) keys them
   by it.
 - ``StateEvent`` (a tool committed a change of the session's typed state):
-  ``STATE_SNAPSHOT`` with the whole state.
+  ``STATE_DELTA`` from what the page holds, or ``STATE_SNAPSHOT`` (``shared_state``).
 - ``StatusEvent`` (the run's end): ``completed`` is ``RUN_FINISHED``, ``interrupted`` is
   ``RUN_FINISHED`` with a ``cancelled`` outcome, anything else ``RUN_ERROR`` (code: the
   status in capitals).
@@ -44,7 +44,6 @@ from ag_ui.core import (
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
-    StateSnapshotEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -66,6 +65,7 @@ from ...events import (
     ToolCallPiece,
 )
 from ...outcome import TERMINAL
+from .shared_state import PageState
 from .view import ClientView, run_prefix
 
 __all__ = ["APPROVAL_SCHEMA", "PROGRESS_EVENT", "Mapper"]
@@ -114,8 +114,16 @@ class Mapper:
     """See the module doc. ``feed`` takes the events of one read and returns what to send;
     ``finished`` is set once the AG-UI run has ended."""
 
-    def __init__(self, view: ClientView, run: int, thread_id: str, run_id: str) -> None:
+    def __init__(
+        self,
+        view: ClientView,
+        run: int,
+        thread_id: str,
+        run_id: str,
+        state: PageState | None = None,
+    ) -> None:
         self.view = view
+        self.state = state or PageState(None)  # the page's state (shared_state.py)
         self.run = run
         self.thread_id = thread_id
         self.run_id = run_id
@@ -142,7 +150,7 @@ class Mapper:
             elif isinstance(e, MessageEvent) and e.run_seq >= self.run:
                 out += self._message(e)
             elif isinstance(e, StateEvent) and (e.run or 0) >= self.run:
-                out.append(StateSnapshotEvent(snapshot=e.state))  # the session's typed state
+                out += [s for s in [self.state.event(e)] if s is not None]
             elif isinstance(e, StatusEvent) and e.run_seq >= self.run and e.status in TERMINAL:
                 out += self._status(e)
         if pending and not self.finished:

@@ -1,4 +1,5 @@
-"""What a posted ``RunAgentInput`` asks of the durable session.
+"""What a posted ``RunAgentInput`` asks of the durable session (a ``moves.Move``, the type
+the AI SDK's adapter reads its requests into too).
 
 An AG-UI client posts the whole thread on every run; the session already holds most of it.
 Only the tail can be new:
@@ -18,36 +19,19 @@ is ``unknown``: nothing is submitted and the run reports ``RUN_ERROR``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ag_ui.core import RunAgentInput, ToolMessage, UserMessage
 
-from ...delivery import ApprovalDelivery, Delivery
+from ...delivery import ApprovalDelivery
 from ...records import HistoryEntry, PendingCall
 from ..auth import Operation
+from ..moves import Answer, Answers
 from .parse import approval_of, approval_text, result_of, text_of
 from .view import MINTED
 
-__all__ = ["Answer", "Answers", "answers_of", "new_message", "operation_of"]
+__all__ = ["answers_of", "new_message", "operation_of"]
 
 CANCELLED = "cancelled by the user"
 """The reason stored with an approval whose interrupt the client cancelled."""
-
-
-@dataclass(frozen=True)
-class Answer:
-    tool_call_id: str
-    delivery: Delivery
-
-
-@dataclass
-class Answers:
-    submit: list[Answer] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)
-
-    @property
-    def approvals(self) -> bool:
-        return any(isinstance(a.delivery, ApprovalDelivery) for a in self.submit)
 
 
 def _trailing_tools(body: RunAgentInput) -> list[tuple[int, ToolMessage]]:

@@ -3,8 +3,9 @@ session of the thread (``chats.py``: thread id -> session id).
 
 Before the response starts, everything that can be refused is (JSON errors as on every
 route: 400 naming the field, 401/403, 404, 409 while a run is going); then the request's
-new part is applied (``reconcile``) and the session's log is streamed from a cursor read
-*before* it was applied, so nothing the run writes is missed. An answer for a tool call
+new part is applied (``reconcile``; a new message carries the page's tools, context,
+forwarded props and state with its run, ``page``) and the session's log is streamed from
+a cursor read *before* it was applied, so nothing the run writes is missed. An answer for a tool call
 nothing waits on changes nothing and ends the run with ``RUN_ERROR``.
 """
 
@@ -19,16 +20,19 @@ from sse_starlette import EventSourceResponse
 
 from ...errors import DbosAgentsError, InvalidRequestError
 from ...events import Cursor
-from ...records import HistoryEntry, SubmitOutcome
+from ...records import HistoryEntry, PageInput, SubmitOutcome
 from ..auth import Access
-from ..chats import Chat, ctx_of, open_chat, require_existing, say
+from ..chats import Chat, ctx_of, open_chat, require_existing
 from ..context import ServerContext
 from ..errors import error_responses
 from ..events import SEP
 from ..follow import Limits
+from ..moves import Answers
 from .mapping import Mapper
+from .page import page_input
 from .parse import parse_input
-from .reconcile import Answers, answers_of, new_message, operation_of
+from .reconcile import answers_of, new_message, operation_of
+from .shared_state import PageState
 from .stream import encode, run_stream
 from .view import ClientView
 
@@ -77,12 +81,19 @@ async def run_agent(request: Request, agent: str) -> EventSourceResponse:
     view = ClientView(list(body.messages))
     text = new_message(body, info.run_seq)
     if text is not None:
-        await say(request, chat, text)
-        return _respond(ctx, chat, body, Mapper(view, info.run_seq + 1, *_ids(body)), end, [])
+        stored = await client.state_version(chat.session_id)
+        current, latest = (None, 0) if stored is None else (stored.state, stored.version)
+        page = page_input(body, current, latest, starts_run=True)
+        await client.send(chat.session_id, text, page=page or None)
+        posted = PageState(body.state, posted="state" in page)  # the run commits it
+        mapper = Mapper(view, info.run_seq + 1, *_ids(body), state=posted)
+        return _respond(ctx, chat, body, mapper, end, [])
+    page_input(body, None, 0, starts_run=False)  # the tools are checked all the same
+    held = PageState(body.state)  # not committed: no run starts
     answers = answers_of(
         body, info.run_seq, history, await client.pending(session_id=chat.session_id)
     )
-    mapper = Mapper(view, info.run_seq, *_ids(body))
+    mapper = Mapper(view, info.run_seq, *_ids(body), state=held)
     if answers.unknown:
         return _refused(ctx, chat, body, answers)
     access = chat.access
@@ -110,15 +121,32 @@ async def _new_thread(
         if body.resume or operation_of(body) != "read_events":
             require_existing(chat)  # an answer for a thread that never started: 404
         raise InvalidRequestError("messages: a new thread's last message is the user's")
-    token = await say(request, chat, text)
+    page = page_input(body, None, 0, starts_run=True)
+    token = await _start(ctx, chat, text, page)
+    held = PageState(body.state, posted="state" in page)
     opening: list[BaseEvent] = []
     headers: dict[str, str] = {}
     if token is not None:
         # The client sends it back as ``Authorization: Bearer`` on the thread's next runs.
         headers[TOKEN_HEADER] = token
         opening.append(CustomEvent(name=TOKEN_EVENT, value={"token": token}))
-    mapper = Mapper(ClientView(list(body.messages)), 1, *_ids(body))
+    mapper = Mapper(ClientView(list(body.messages)), 1, *_ids(body), state=held)
     return _respond(ctx, chat, body, mapper, Cursor(), opening, headers)
+
+
+async def _start(ctx: ServerContext, chat: Chat, text: str, page: PageInput) -> str | None:
+    """A new thread's first run, with the page's input (``chats.say`` otherwise); returns
+    a session token when the server issues them."""
+    p = chat.access.principal
+    await ctx.agent_client().start(
+        chat.agent,
+        text,
+        session_id=chat.session_id,
+        user_id=p.user_id if p is not None else None,
+        tenant_id=p.tenant_id if p is not None else None,
+        page=page or None,
+    )
+    return None if ctx.tokens is None else ctx.tokens.issue(chat.session_id).token
 
 
 def _run_start(history: list[HistoryEntry], run_seq: int, end: Cursor) -> Cursor:

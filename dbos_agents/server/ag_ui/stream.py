@@ -7,6 +7,8 @@ mapping has ended the AG-UI run: the session's run ended, or waits on the client
 the stream must stop first (the database stops answering, ``events_max_stream_sec``, the
 token expired or was revoked) it ends the AG-UI run with ``RUN_ERROR``; the client
 resumes by running the thread again (see ``reconcile``): nothing is lost or shown twice.
+When the run committed a state the page posted, the stream reads the session's state
+version once before the AG-UI run ends, and tells the page (``shared_state``).
 """
 
 from __future__ import annotations
@@ -51,8 +53,18 @@ async def run_stream(
                 again = "" if item.code == "TOKEN_REVOKED" else RERUN
                 yield b"".join(encode(mapper.error(item.message + again, item.code)))
                 return
-            read = encode(mapper.feed(item.events))
+            events = mapper.feed(item.events)
+            if mapper.finished and mapper.state.unsettled and events:
+                events[-1:-1] = await _settled(client, session_id, mapper)
+            read = encode(events)
             if read:
                 yield b"".join(read)
             if mapper.finished:
                 return
+
+
+async def _settled(client: AsyncAgentClient, session_id: str, mapper: Mapper) -> list[BaseEvent]:
+    """The page's own state's version, once its run committed it (``PageState.settle``)."""
+    stored = await client.state_version(session_id)
+    event = mapper.state.settle(0 if stored is None else stored.version)
+    return [] if event is None else [event]

@@ -1,4 +1,5 @@
-"""What a posted chat asks the session to do, read from its last message.
+"""What a posted AI SDK chat asks the session to do (a ``moves.Move``), read from its
+last message.
 
 The page posts the whole chat every time; the durable session already has everything but
 the newest move, which is in the last message:
@@ -14,41 +15,19 @@ the newest move, which is in the last message:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 from fastapi import HTTPException
 
 from ...delivery import ApprovalDelivery, Delivery, ErrorDelivery, ResultDelivery
-from ...errors import DbosAgentsError, InvalidRequestError
-from ..auth import Access, Operation
+from ...errors import InvalidRequestError
+from ..auth import Access
 from ..context import ServerContext
+from ..moves import Answer, Answers, Say
 from .request import ChatRequest, UIMessage, UIPart
 
-__all__ = ["Answer", "Say", "approver", "deliver", "plan"]
+__all__ = ["approver", "plan"]
 
 
-Kind = Literal["client-tool-result", "client-tool-error", "approval"]
-"""The submit route's kinds (its metrics' labels)."""
-
-
-@dataclass(frozen=True)
-class Say:
-    text: str
-
-
-@dataclass(frozen=True)
-class Answer:
-    tool_call_id: str
-    kind: Kind
-    delivery: Delivery
-
-    @property
-    def operation(self) -> Operation:
-        return "decide_approval" if self.kind == "approval" else "submit_result"
-
-
-def plan(body: ChatRequest) -> Say | list[Answer]:
+def plan(body: ChatRequest) -> Say | Answers:
     """The move the request makes; ``INVALID_REQUEST`` naming the field when there is none."""
     if body.trigger == "regenerate-message":
         raise InvalidRequestError(
@@ -66,7 +45,7 @@ def plan(body: ChatRequest) -> Say | list[Answer]:
     if message.role == "assistant":
         answers = _answers(message, where)
         if answers:
-            return answers
+            return Answers(answers)
     raise InvalidRequestError(
         f"{where}: the last message is neither a user message nor an assistant message with"
         " a tool output or an approval response to send"
@@ -89,24 +68,25 @@ def _answers(message: UIMessage, where: str) -> list[Answer]:
         # An approval answers its approval id: the call's own, or the wait a durable
         # tool opened mid-call (``{call id}.ask{n}``).
         approval_id = part.approval.id if part.approval is not None else None
-        wait_id = approval_id if answer[0] == "approval" and approval_id else part.tool_call_id
-        out.append(Answer(wait_id, *answer))
+        approval = isinstance(answer, ApprovalDelivery)
+        wait_id = approval_id if approval and approval_id else part.tool_call_id
+        out.append(Answer(wait_id, answer))
     return out
 
 
-def _answer_of(part: UIPart, at: str) -> tuple[Kind, Delivery] | None:
+def _answer_of(part: UIPart, at: str) -> Delivery | None:
     state = part.state
     if state == "approval-responded":
         a = part.approval
         if a is None or a.approved is None:
             raise InvalidRequestError(f"{at}.approval.approved: an answered approval needs it")
-        return "approval", ApprovalDelivery(approved=a.approved, reason=a.reason)
+        return ApprovalDelivery(approved=a.approved, reason=a.reason)
     if part.provider_executed:
         return None  # the server ran it: its output came from here
     if state == "output-available":
-        return "client-tool-result", ResultDelivery(result=part.output)
+        return ResultDelivery(result=part.output)
     if state == "output-error":
-        return "client-tool-error", ErrorDelivery(error=part.error_text or "the tool failed")
+        return ErrorDelivery(error=part.error_text or "the tool failed")
     return None
 
 
@@ -122,35 +102,3 @@ def approver(ctx: ServerContext, acting: Access) -> str:
             " (or tokens_may_approve)",
         )
     return acting.principal.subject if acting.principal is not None else acting.via
-
-
-async def deliver(
-    ctx: ServerContext, access: Access, session_id: str, answers: list[Answer], who: str | None
-) -> tuple[bool, list[str]]:
-    """Submit each answer; returns whether any reached (or had reached) its wait, and the
-    problems to report in the stream (an unknown call id, a result the schema refuses)."""
-    client = ctx.acting(access)
-    reached = False
-    problems: list[str] = []
-    for a in answers:
-        delivery = a.delivery
-        if isinstance(delivery, ApprovalDelivery):
-            delivery = delivery.model_copy(update={"decided_by": who})
-        try:
-            outcome = await client.deliver(session_id, a.tool_call_id, delivery)
-        except InvalidRequestError as exc:
-            ctx.metrics.submits.labels(a.kind, exc.code).inc()
-            problems.append(f"tool call {a.tool_call_id!r}: {exc}")
-            continue
-        except DbosAgentsError as exc:
-            ctx.metrics.submits.labels(a.kind, exc.code).inc()
-            raise
-        ctx.metrics.submits.labels(a.kind, outcome.status).inc()
-        if outcome.status == "unknown_tool_call":
-            problems.append(
-                f"no open wait for tool call {a.tool_call_id!r} in this chat"
-                f" ({outcome.reason}); nothing was changed"
-            )
-        else:
-            reached = True
-    return reached, problems

@@ -10,12 +10,13 @@ from fastapi import APIRouter, Request, Response
 from sse_starlette import EventSourceResponse
 
 from ...events import Cursor
-from ...store.sessions import BUSY
+from ...outcome import TERMINAL
 from ..chats import Chat, ctx_of, open_chat, require_existing, say
 from ..context import ServerContext
 from ..errors import error_responses
 from ..follow import Limits
-from .answers import Answer, Say, approver, deliver, plan
+from ..moves import Answer, Say, deliver
+from .answers import approver, plan
 from .mapping import RunParts, message_id
 from .parts import ErrorPart, Finish, Part, SessionPart, Start
 from .request import ChatRequest
@@ -44,9 +45,9 @@ async def chat_post(request: Request, agent: str, body: ChatRequest) -> EventSou
     if isinstance(move, Say):
         chat = await open_chat(request, agent, body.id, operation="send_message")
         return await _say(request, chat, move)
-    chat = await open_chat(request, agent, body.id, operation=move[0].operation)
+    chat = await open_chat(request, agent, body.id, operation=move.submit[0].operation)
     require_existing(chat)
-    return await _answer(request, chat, move)
+    return await _answer(request, chat, move.submit)
 
 
 async def _say(request: Request, chat: Chat, move: Say) -> EventSourceResponse:
@@ -118,6 +119,6 @@ async def chat_resume(request: Request, agent: str, chat_id: str) -> Response:
         return Response(status_code=204)
     ctx = ctx_of(request)
     info = chat.session()
-    if info.status not in BUSY:
+    if info.status in TERMINAL:
         return Response(status_code=204)
     return _respond(ctx, chat, info.run_seq, chat.runs().start, [], {})

@@ -18,11 +18,12 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import Response
 
 from ...client import AsyncAgentClient
+from ...client.lookups import INBOX_MAX_ROWS
 from ...delivery import ApprovalDelivery, Delivery, ResultDelivery
 from ...errors import AccessDeniedError, DbosAgentsError, InvalidRequestError
 from ..auth import call_hook
 from ..context import ServerContext
-from . import queries
+from . import timeline
 from .signin import OPERATOR_NAME, OperatorSessions, Visitor
 from .views import NOTICES, error_lines, outcome_key, page, see_other
 
@@ -158,10 +159,8 @@ async def _inbox_page(
 ) -> Response:
     ctx, sessions = _ctx(request)
     client = ctx.agent_client()
-    rows = await client.offload(
-        queries.list_open, client.settings.dbos_system_schema, tenant_id=visitor.tenant_id
-    )
-    settled = await client.offload(queries.list_settled, tenant_id=visitor.tenant_id)
+    rows = await client.inbox_open(tenant_id=visitor.tenant_id)
+    settled = await client.inbox_settled(tenant_id=visitor.tenant_id)
     # Runs no worker can take (fleet-wide counts, as /metrics shows): why a session is stuck.
     stalled = [q for q in await client.queued_runs() if not q.served]
     shown = [r for r in rows if agent in ("", r.agent) and tool in ("", r.tool)]
@@ -172,7 +171,7 @@ async def _inbox_page(
         "rows": shown,
         # The count comes from the very rows listed: it cannot say 0 while calls wait.
         "waiting": len(rows),
-        "truncated": len(rows) >= queries.MAX_ROWS,
+        "truncated": len(rows) >= INBOX_MAX_ROWS,
         "agents": sorted({r.agent for r in rows} | ({agent} - {""})),
         "tools": sorted({r.tool for r in rows} | ({tool} - {""})),
         "agent": agent,
@@ -277,6 +276,31 @@ async def submit_result(
 # --- a session -----------------------------------------------------------------------------
 
 
+@router.get("/sessions/{session_id}/timeline")
+async def timeline_page(request: Request, session_id: str) -> Response:
+    """Where a session's time and money went, from our own records (``timeline``)."""
+    visitor = _operator(request)
+    if visitor is None:
+        return see_other("/inbox/sign-in")
+    ctx, sessions = _ctx(request)
+    client = ctx.agent_client()
+    scope = _scope(client, visitor)
+    try:
+        info = await scope.session(session_id)
+    except AccessDeniedError as exc:
+        return _refused(request, 403, str(exc))
+    except DbosAgentsError as exc:
+        return _refused(request, 404, str(exc))
+    context = {
+        "operator": visitor.operator,
+        "tenant": visitor.tenant_id,
+        "csrf": sessions.csrf_token(visitor),
+        "info": info,
+        "timeline": timeline.build(await scope.timeline(session_id), datetime.now(UTC)),
+    }
+    return page(request, "timeline.html", context)
+
+
 @router.get("/sessions/{session_id}")
 async def session_page(request: Request, session_id: str) -> Response:
     visitor = _operator(request)
@@ -292,7 +316,7 @@ async def session_page(request: Request, session_id: str) -> Response:
     except DbosAgentsError as exc:
         return _refused(request, 404, str(exc))
     history = await scope.history(session_id)
-    calls = await client.offload(queries.list_session_calls, info.root_session_id)
+    calls = await client.inbox_session_calls(info.root_session_id)
     if info.parent_session_id is not None:
         calls = [c for c in calls if c.owner_session_id == session_id]
     context = {

@@ -21,7 +21,6 @@ from ...agent import Agent
 from ...client import AsyncAgentClient
 from ...errors import ConfigurationError, InvalidRequestError, UnknownAgentError
 from ...imports import import_object
-from ...store import workers
 from ..settings import ServerSettings
 
 SESSION_META = "io.dbos-agents/session-id"
@@ -110,7 +109,7 @@ class Catalogue:
         if self.fixed is not None:
             described = dict(self.fixed)
         else:
-            fleet = await client.offload(workers.known_agents, client.settings.stale_after_sec)
+            fleet = await client.served_agents()
             names = sorted(fleet.ever) if fleet is not None else []
             described = {n: default_description(n) for n in names}
         return [

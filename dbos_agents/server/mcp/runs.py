@@ -16,7 +16,6 @@ from ...client import AsyncAgentClient
 from ...events import Cursor
 from ...outcome import TERMINAL
 from ...records import PendingCall
-from ...store import runs
 
 _FAR = 2**62
 """A message seq past any: the feed's rows never ask for a full read on their own."""
@@ -79,7 +78,7 @@ async def _look(
 ) -> Settled | None:
     info = await client.session(session_id)
     if info.run_seq > run_seq:  # ended, and a newer run began since: its own outcome row
-        outcome = await client.offload(runs.get, session_id, run_seq)
+        outcome = await client.run_outcome(session_id, run_seq)
         if outcome is None:
             return Ended("failed", None, "the run's outcome was not recorded")
         return Ended(outcome.status, outcome.output, outcome.error)

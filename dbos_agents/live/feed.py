@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from ..store import announce, deltas
-from ..store.deltas import Logged
+from . import announce, deltas
+from .deltas import Logged
 
 log = logging.getLogger("dbos_agents")
 

@@ -1,6 +1,6 @@
 """Waiting for a session to change without polling: ``AgentClient.watch`` and ``wait``.
 
-The worker announces every committed change of a session (``store.announce``) and every
+The worker announces every committed change of a session (``live.announce``) and every
 run's end (``store.runs``). A sync watch holds a LISTEN connection of its own (a CLI, a
 script); the async client shares one listener per client among all its watches (the HTTP
 server's event streams). Either way a watcher re-reads what it shows after each wake, and
@@ -18,11 +18,11 @@ import psycopg
 import sqlalchemy as sa
 
 from ..events import Cursor
-from ..store import announce
 from ..store.db import libpq_url
-from ..store.deltas import Logged
-from ..store.listen import Listener
+from . import announce
+from .deltas import Logged
 from .feed import DeltaFeed
+from .listen import Listener
 
 
 class SessionWatch:

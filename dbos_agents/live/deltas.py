@@ -2,7 +2,7 @@
 
 A delta is a piece of a turn's reply as the model wrote it: text, a piece of a tool call,
 or a retraction of pieces that will never be final (a tool call cut by a crash, a reply
-the model must start again). The worker appends them in batches (``store.announce``); a
+the model must start again). The worker appends them in batches (``live.announce``); a
 turn's record re-appends whatever was not flushed yet in its own transaction, before its
 message, so every delta of a turn is durable before the message that ends it. A batch
 appended twice (a flush retried after an unknown outcome) changes nothing:
@@ -16,8 +16,13 @@ nothing), and a turn continuing its reply never reads it (``logged_stmt``, ``par
 A wait opened in a sub-agent (its client tool or approval, from a turn or a durable tool's
 ask) is marked in the root session's log by a ``progress`` row numbered ``WAIT_MARK`` and
 keyed by the wait's call id (``wait_mark_stmts``): readers of the root (a chat UI talks to
-the root only) are woken by it and read the wait with it (``store.events``); it is shown
+the root only) are woken by it and read the wait with it (``live.log``); it is shown
 as no note of its own.
+
+A piece is written only by the execution that owns its run (``Delta.writer``,
+``store.fence``): Postgres refuses a stale execution's pieces, so readers never see an
+attempt twice. The batch writer's statement leaves them out and names their sessions
+(``insert_announced_stmt``); a turn's record or a run's end fails (``insert_stmt``).
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from .pg import Stmt
-from .schema import SCHEMA as S
+from ..store.fence import Fence, Writer, fence
+from ..store.pg import Stmt
+from ..store.schema import SCHEMA as S
 
 Kind = Literal["text", "tool_call", "retract", "progress"]
 
@@ -53,6 +59,8 @@ class Delta:
     tool_call_id: str | None = None
     name: str | None = None
     fraction: float | None = None
+    writer: Writer | None = field(default=None, compare=False, repr=False)
+    """Who writes it (no column): set, its insert is fenced on that execution's ownership."""
 
     @classmethod
     def of_row(cls, row: Any) -> Delta:
@@ -106,24 +114,52 @@ def _piece(row: Any) -> dict[str, Any]:
 
 
 def insert_stmt(session_id: str, rows: Sequence[Delta]) -> Stmt:
-    """Append ``rows`` (in order) after the session's last message."""
-    return insert_many_stmt({session_id: rows})
+    """Append ``rows`` (in order) after the session's last message; if their writer no
+    longer owns its run, fail with ``fence.STALE_SQLSTATE`` (the transaction writes nothing: a
+    turn's record, a run's end, a batch with staged results). Rows written before are
+    left as they are, yet still checked: a record may hand its last piece again to be
+    fenced with it."""
+    with_, insert, params = _insert({session_id: rows}, strict=True)
+    return (f"WITH {with_} {insert}" if with_ else insert), params
 
 
 def insert_many_stmt(by_session: Mapping[str, Sequence[Delta]]) -> Stmt:
     """Append each session's rows (in order) after its last message: one statement for a
-    whole batch, however many sessions stream. The rows travel as one JSON array of arrays
-    (a C ``json.dumps``), not as ten typed arrays, which psycopg dumps element by element
-    in Python when it binds a script on the client. Postgres reads it as ``jsonb``: parsed
-    once, where each ``->>`` on ``json`` parses its row again (the insert's backend CPU
-    ~15 % lower, docs/bench-notes/streaming.md)."""
+    whole batch, however many sessions stream; a stale writer's rows are left out."""
+    with_, insert, params = _insert(by_session, strict=False)
+    return (f"WITH {with_} {insert}" if with_ else insert), params
+
+
+def _insert(
+    by_session: Mapping[str, Sequence[Delta]], *, strict: bool
+) -> tuple[str, str, dict[str, Any]]:
+    """The fence's ``WITH`` item (empty when no row names a writer), the ``INSERT`` and
+    their parameters.
+
+    The rows travel as one JSON array of arrays (a C ``json.dumps``), not as ten typed
+    arrays, which psycopg dumps element by element in Python when it binds a script on the
+    client. Postgres reads it as ``jsonb``: parsed once, where each ``->>`` on ``json``
+    parses its row again (the insert's backend CPU ~15 % lower,
+    docs/bench-notes/streaming.md).
+
+    A stale writer's rows are left out, or (``strict``) fail the statement
+    (``store.fence``)."""
     rows = [
         [sid, r.run_seq, r.turn, r.attempt, r.part, r.kind, r.tool_index, r.tool_call_id,
          r.name, r.text]
         for sid, piece in by_session.items()
         for r in piece
     ]  # fmt: skip
-    return (
+    writers = {
+        sid: w for sid, piece in by_session.items() if piece and (w := piece[-1].writer) is not None
+    }
+    params: dict[str, Any] = {"rows": json.dumps(rows, separators=(",", ":"))}
+    others = any(piece and sid not in writers for sid, piece in by_session.items())
+    check = fence(writers, strict=strict, session="r.v->>0", others=others)
+    if check is not None:
+        params.update(check.params)
+    where = "" if check is None else check.where
+    insert = (
         f"INSERT INTO {S}.deltas (session_id, after_seq, run_seq, turn, attempt, part, kind,"
         " tool_index, tool_call_id, name, text)"
         " SELECT r.v->>0, (SELECT coalesce(max(m.seq), 0)"
@@ -131,11 +167,11 @@ def insert_many_stmt(by_session: Mapping[str, Sequence[Delta]]) -> Stmt:
         " CAST(r.v->>2 AS int), CAST(r.v->>3 AS int), CAST(r.v->>4 AS int), r.v->>5,"
         " CAST(r.v->>6 AS int), r.v->>7, r.v->>8, r.v->>9"
         " FROM jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS r(v, n)"
-        " ORDER BY r.n"
+        f"{where} ORDER BY r.n"
         " ON CONFLICT (session_id, run_seq, turn, attempt, part) WHERE kind <> 'progress'"
-        " DO NOTHING",
-        {"rows": json.dumps(rows, separators=(",", ":"))},
+        " DO NOTHING"
     )
+    return ("" if check is None else check.with_items), insert, params
 
 
 NOTIFY_LIMIT = 7900
@@ -152,16 +188,21 @@ def insert_announced_stmt(
     ``NOTIFY`` on ``channel`` that carries them: ``<prefix><session id> <JSON rows>``
     (``parse_shown``), so a reader shows them without reading them back; a batch too long
     for a payload is announced as ``<prefix><session id>`` alone (the reader reads it).
-    Rows a retried batch wrote before are not inserted again, nor announced again."""
-    sql, params = insert_many_stmt(by_session)
+    Rows a retried batch wrote before are not inserted again, nor announced again.
+
+    Returns one row: ``refused``, the sessions whose writer no longer owns its run (their
+    rows were left out), and ``notified``, how many notifications were sent."""
+    with_, insert, params = _insert(by_session, strict=False)
+    refused = Fence.REFUSED if with_ else "CAST(ARRAY[] AS text[])"
     return (
-        f"WITH ins AS ({sql} RETURNING session_id, {_SHOWN}),"
+        f"WITH {with_ + ', ' if with_ else ''}ins AS ({insert} RETURNING session_id, {_SHOWN}),"
         " g AS (SELECT head, head || ' ' || json_agg(json_build_array("
         f"{_SHOWN}) ORDER BY id)::text AS p FROM (SELECT CAST(:prefix AS text) || session_id"
         " AS head, * FROM ins WHERE session_id = ANY(CAST(:announce AS text[]))) i"
-        " GROUP BY head)"
-        f" SELECT pg_notify('{channel}', CASE WHEN octet_length(p) <= {NOTIFY_LIMIT}"
-        " THEN p ELSE head END) FROM g",
+        " GROUP BY head),"
+        f" sent AS (SELECT pg_notify('{channel}', CASE WHEN octet_length(p) <= {NOTIFY_LIMIT}"
+        " THEN p ELSE head END) FROM g)"
+        f" SELECT {refused} AS refused, (SELECT count(*) FROM sent) AS notified",
         {**params, "prefix": prefix, "announce": list(announce)},
     )
 
@@ -310,7 +351,7 @@ def read_stmt(session_id: str, after_id: int, limit: int, from_seq: int = 0) -> 
 
 def feed_stmt(after: Mapping[str, int]) -> Stmt:
     """The deltas of several sessions, each after its own id, in order (the HTTP server's
-    one read for every stream it holds, ``client.feed``)."""
+    one read for every stream it holds, ``live.feed``)."""
     return (
         f"SELECT d.session_id, d.id, d.after_seq, d.run_seq, d.turn, {_PREFIXED}"
         f" FROM unnest(CAST(:sids AS text[]), CAST(:afters AS bigint[])) AS a(sid, after_id)"

@@ -2,7 +2,7 @@
 
 ``read_since`` is the message-only read (``AgentClient.events``). ``read_log`` is the live
 one (``AgentClient.stream``, the HTTP event stream, ``dbos-agents follow``): messages
-and deltas merged (``store.merge``), with the waits their tool calls opened.
+and deltas merged (``live.vocabulary``), with the waits their tool calls opened.
 Both read the status first, in one snapshot, so a terminal status is never reported
 before the messages of the run it ends.
 """
@@ -19,13 +19,14 @@ from .. import _dbos
 from ..events import Cursor, PendingEvent, StateEvent
 from ..ids import ask_id
 from ..records import SessionEvents, StatusEvent
-from . import deltas, pg, transcript
-from . import state as state_rows
+from ..store import pg, transcript
+from ..store import state as state_rows
+from ..store.pending import with_decoded_arguments
+from ..store.pg import Stmt
+from ..store.schema import SCHEMA as S
+from . import deltas
 from .deltas import Logged
-from .merge import Merged, merge
-from .pending import with_decoded_arguments
-from .pg import Stmt
-from .schema import SCHEMA as S
+from .vocabulary import Merged, merge
 
 BATCH = 500
 """Messages (and deltas) per read, at most: a caller that got a full batch reads again

@@ -9,7 +9,7 @@ at once when idle and then at most every ``interval_sec``: a reader hears of a c
 milliseconds after it committed, never before, and a stream of tokens costs one small
 transaction per batch, not one per token.
 
-Readers (``client.watch``, the HTTP event stream, ``dbos-agents follow``) listen on
+Readers (``live.watch``, the HTTP event stream, ``dbos-agents follow``) listen on
 ``CHANNEL`` and on ``runs.CHANNEL`` (a run's end, an interrupt) and re-read on each wake;
 a slow timer of their own covers a lost notification.
 
@@ -22,6 +22,11 @@ its reply reads, fenced by its run): that session's first batch is then a transa
 its own, the staged statements and then its deltas; a turn whose reply is done before a
 batch was written takes them back (``take_staged``) into its record. Either way they cost
 no commit of their own.
+
+A writer that no longer owns its run (``fence.Writer``, adopted while alive) has its
+pieces refused by Postgres: the batch leaves them out (or, holding staged statements,
+fails as a whole) and the announcer drops them, and every later piece of that writer,
+instead of keeping them for the next batch; ``refusal`` resolves, so the stream stops.
 """
 
 from __future__ import annotations
@@ -33,11 +38,13 @@ from collections.abc import Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from . import deltas, pg, runs
+from ..store import fence, pg, runs
+from ..store.sessions import EVENTS_CHANNEL
+from . import deltas
 
 log = logging.getLogger("dbos_agents")
 
-CHANNEL = "dbos_agents_events"
+CHANNEL = EVENTS_CHANNEL
 """The NOTIFY channel announcing that a session changed; the payload is its id."""
 
 CHANNELS = (CHANNEL, runs.CHANNEL)
@@ -46,7 +53,7 @@ CHANNELS = (CHANNEL, runs.CHANNEL)
 
 DELTAS = "+"
 """A payload's prefix when only new deltas were written (nothing committed changed): a
-reader that is up to date on messages may show just those (``client.feed``), which the
+reader that is up to date on messages may show just those (``live.feed``), which the
 payload carries when they fit (``deltas.insert_announced_stmt``)."""
 
 
@@ -96,6 +103,9 @@ class Announcer:
         """Sessions the flush in flight announces."""
         self._next: asyncio.Future[None] | None = None
         """Resolved when the next flush is over (``written``)."""
+        self._refused: set[fence.Writer] = set()
+        """Writers whose pieces Postgres refused (stale executions)."""
+        self._refusals: dict[fence.Writer, asyncio.Future[None]] = {}
         self.flushes = 0
         """Batches written (a figure for tests and benchmarks)."""
 
@@ -115,9 +125,53 @@ class Announcer:
         return queued
 
     def append(self, session_id: str, rows: list[deltas.Delta]) -> None:
-        """Deltas of a turn of ``session_id``, shown to readers with the next batch."""
+        """Deltas of a turn of ``session_id``, shown to readers with the next batch (none
+        of a refused writer's)."""
+        if rows and rows[-1].writer in self._refused:
+            return
         self._rows.setdefault(session_id, []).extend(rows)
         self._kick()
+
+    def refused(self, writer: fence.Writer | None) -> bool:
+        """Whether Postgres refused this writer's pieces (it no longer owns its run)."""
+        return writer is not None and writer in self._refused
+
+    def refusal(self, writer: fence.Writer) -> asyncio.Future[None]:
+        """Resolved once this writer's pieces are refused (``release`` it when done)."""
+        fut = self._refusals.get(writer)
+        if fut is None:
+            fut = self._refusals[writer] = asyncio.get_running_loop().create_future()
+            if writer in self._refused:
+                fut.set_result(None)
+        return fut
+
+    def release(self, writer: fence.Writer) -> None:
+        self._refusals.pop(writer, None)
+
+    def _refuse(self, by_session: dict[str, list[deltas.Delta]]) -> None:
+        """These sessions' rows were refused: drop them, and whatever their writers still
+        queue or staged; wake their streams."""
+        for sid, rows in by_session.items():
+            writer = rows[-1].writer if rows else None
+            if writer is None:
+                continue
+            self._refused.add(writer)
+            later = self._rows.pop(sid, [])
+            self._staged.pop(sid, None)
+            log.warning(
+                f"live pieces refused: workflow {writer.workflow_id} is no longer owned by this"
+                f" execution (adopted); {len(rows) + len(later)} piece(s) of session {sid} not"
+                " written, its stream stops",
+                extra={
+                    "event": "stale_writer",
+                    "session_id": sid,
+                    "workflow_id": writer.workflow_id,
+                    "refused": len(rows) + len(later),
+                },
+            )
+            fut = self._refusals.get(writer)
+            if fut is not None and not fut.done():
+                fut.set_result(None)
 
     def stage(self, session_id: str, stmts: list[pg.Stmt]) -> None:
         """Statements to commit with, and before, the session's next deltas (see the
@@ -202,7 +256,9 @@ class Announcer:
         self._inflight = frozenset(s for s, r in rows.items() if r)
         self._announcing = frozenset([*queued, *self._inflight])
         try:
-            batches = [self._write(stmts, shared, queued, {})] if stmts else []
+            batches = (
+                [self._write(stmts, shared, queued, {}, announced=bool(shared))] if stmts else []
+            )
             batches += [
                 self._write(self._own(sid, rows[sid], st), {sid: rows[sid]}, [sid], {sid: st})
                 for sid, st in own.items()
@@ -230,12 +286,19 @@ class Announcer:
         rows: dict[str, list[deltas.Delta]],
         queued: list[str],
         staged: dict[str, list[pg.Stmt]],
+        *,
+        announced: bool = False,
     ) -> bool:
-        """One batch; False when it was not written (what it held is kept for the next)."""
+        """One batch; True when it was not written (what it held is kept for the next).
+        ``announced``: its first statement is ``insert_announced_stmt``, which names the
+        sessions whose rows it refused."""
         try:
-            await pg.script(self._engine, stmts)
-            return False
+            async with pg.driver(self._engine) as conn:
+                results = await pg.script_rows(conn, stmts)
         except Exception as exc:
+            if fence.is_stale(exc):  # one session's batch with staged statements
+                self._refuse(rows)
+                return False
             # Kept for the next batch (or the turn's own record): nothing shown is lost,
             # and a batch that did commit is not appended twice (unique parts).
             log.debug("live batch not written", extra={"error": str(exc)})
@@ -247,6 +310,9 @@ class Announcer:
                 self._rows[sid] = [*r, *self._rows.get(sid, [])]
             self._queued.update(queued)
             return True
+        if announced and results[0] and (refused := results[0][0].refused):
+            self._refuse({sid: rows[sid] for sid in refused if sid in rows})
+        return False
 
     async def close(self) -> None:
         """Write what is queued, then stop (the worker's shutdown)."""

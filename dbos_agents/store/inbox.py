@@ -1,4 +1,4 @@
-"""The inbox's reads: one query per list, whatever its length (no query per row).
+"""The operator inbox's reads: one query per list, whatever its length (no query per row).
 
 Each list is one statement: the pending rows, filtered by tenant, joined to the chain of
 sessions from the root down to the session that waits (a recursive CTE), so every row
@@ -8,16 +8,13 @@ runs at scrape time, over the same definition of "open" as ``list_open``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
-from ... import _dbos
-from ...messages import JSONValue
-from ...store.pending import with_decoded_arguments
-from ...store.schema import SCHEMA as S
+from .. import _dbos
+from .pending import with_decoded_arguments
+from .schema import SCHEMA as S
 
 MAX_ROWS = 500
 """A list shows at most this many calls (the page then says ``500+``)."""
@@ -32,41 +29,6 @@ def _open_where(system_schema: str) -> str:
         f" {_dbos.quoted(system_schema)}.workflow_status w WHERE w.workflow_uuid = p.owner_workflow_id"
         f" AND w.status IN ({_ENDED}))"
     )
-
-
-@dataclass(frozen=True)
-class InboxRow:
-    """A pending (or recently settled) call as the inbox shows it."""
-
-    root_session_id: str
-    tool_call_id: str
-    owner_session_id: str
-    kind: str
-    tool: str
-    arguments: JSONValue
-    output_schema: dict[str, Any] | None
-    status: str
-    close_reason: str | None
-    deadline: datetime
-    created_at: datetime
-    resolved_at: datetime | None
-    submission: JSONValue
-    tenant_id: str | None
-    path: tuple[str, ...]
-    """Agent names from the root session's agent down to the one that waits."""
-
-    @property
-    def agent(self) -> str:
-        return self.path[0] if self.path else "?"
-
-    @property
-    def sub_agents(self) -> tuple[str, ...]:
-        return self.path[1:]
-
-    @property
-    def decided_by(self) -> str | None:
-        s = self.submission
-        return str(s["decided_by"]) if isinstance(s, dict) and s.get("decided_by") else None
 
 
 def _listing(where: str, order: str) -> str:
@@ -98,20 +60,22 @@ def _tenant(tenant_id: str | None, params: dict[str, Any]) -> str:
     return "p.tenant_id = :tenant"
 
 
-def _rows(engine: sa.Engine, sql: str, params: dict[str, Any]) -> list[InboxRow]:
+def _rows(engine: sa.Engine, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each row's columns, its arguments decoded and ``path`` (agent names from the root
+    session's agent down to the one that waits) a tuple."""
     with engine.connect() as conn:
         rows = conn.execute(sa.text(sql), params).all()
     out = []
     for r in rows:
         d = with_decoded_arguments(r._asdict())
         d["path"] = tuple(d["path"] or ())
-        out.append(InboxRow(**d))
+        out.append(d)
     return out
 
 
 def list_open(
     engine: sa.Engine, system_schema: str, *, tenant_id: str | None, limit: int = MAX_ROWS
-) -> list[InboxRow]:
+) -> list[dict[str, Any]]:
     """The open calls of one tenant (``None``: every tenant), earliest deadline first."""
     params: dict[str, Any] = {"limit": limit}
     where = f"{_tenant(tenant_id, params)} AND {_open_where(system_schema)}"
@@ -124,7 +88,7 @@ def list_settled(
     tenant_id: str | None,
     within_seconds: float = 3600.0,
     limit: int = 50,
-) -> list[InboxRow]:
+) -> list[dict[str, Any]]:
     """Calls settled in the last ``within_seconds`` (answered, timed out, cancelled,
     closed), newest first: what happened to the calls that left the list."""
     params: dict[str, Any] = {"limit": limit, "within": within_seconds}
@@ -135,7 +99,7 @@ def list_settled(
     return _rows(engine, _listing(where, "resolved_at DESC, tool_call_id"), params)
 
 
-def list_session_calls(engine: sa.Engine, root_session_id: str) -> list[InboxRow]:
+def list_session_calls(engine: sa.Engine, root_session_id: str) -> list[dict[str, Any]]:
     """Every call of one session tree, open or settled, oldest first (the session page)."""
     params: dict[str, Any] = {"limit": MAX_ROWS, "root": root_session_id}
     where = "p.root_session_id = :root"
