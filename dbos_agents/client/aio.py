@@ -141,12 +141,11 @@ class AsyncAgentClient(AsyncStateReads):
         """This client bound to one tenant; see ``AgentClient.for_tenant``."""
         return AsyncAgentClient(self._sync.for_tenant(tenant_id))
 
-    async def offload(
+    async def _offload(
         self, fn: Callable[Concatenate[sa.Engine, P], T], /, *args: P.args, **kwargs: P.kwargs
     ) -> T:
         """Run ``fn(engine, *args, **kwargs)``, a read of your own over this client's
-        connection pool, off the event loop, with database errors translated (what the
-        operator inbox uses for its listings)."""
+        connection pool, off the event loop, with database errors translated."""
 
         def call() -> T:
             with translate(self._sync.database_url):
@@ -156,7 +155,7 @@ class AsyncAgentClient(AsyncStateReads):
 
     async def ping(self) -> None:
         """Check that the database answers a query; raises ``DatabaseUnavailableError``."""
-        await self.offload(ping)
+        await self._offload(ping)
 
     start = _awaited(AgentClient.start)
     send = _awaited(AgentClient.send)

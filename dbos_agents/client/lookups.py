@@ -17,6 +17,8 @@ from .. import storable
 from ..errors import InvalidRequestError
 from ..messages import JSONValue
 from ..outcome import RunOutcome, SessionInfo
+from ..page_contract import refusal
+from ..records import PageInput
 from ..settings import Settings
 from ..store import inbox, runs, workers
 from ..store.unavailable import translated
@@ -83,6 +85,15 @@ class Lookups:
         storable.check_int(run_seq, "run_seq", 1)
         self._own(session_id)
         return runs.get(self.engine, session_id, run_seq)
+
+    def _check_page(self, agent: str, page: PageInput | None) -> None:
+        """Refuse a page's input the agent's workers would refuse (``page_contract.py``)."""
+        if not page or ("tools" not in page and "state" not in page):
+            return
+        contract = workers.page_contract(self.engine, agent, self.settings.stale_after_sec)
+        problem = None if contract is None else refusal(agent, contract, page)
+        if problem is not None:
+            raise problem
 
     @translated
     def served_agents(self) -> Fleet | None:

@@ -17,24 +17,17 @@ import sqlalchemy as sa
 from dbos import DBOSClient
 
 from .. import _dbos, storable
-from ..delivery import ApprovalDelivery, Delivery, ErrorDelivery, ResultDelivery
 from ..errors import (
     AccessDeniedError,
-    InvalidRequestError,
     SessionNotFoundError,
 )
 from ..live import deltas as delta_rows
 from ..live.loop_reads import LoopReads
 from ..live.watch import Watches
-from ..messages import JSONValue
 from ..outcome import SessionInfo, SessionStatus
 from ..records import (
-    InterruptOutcome,
     PageInput,
-    PendingCall,
-    PendingKind,
     QueuedRuns,
-    SubmitOutcome,
     ToolCallRecord,
 )
 from ..settings import Settings
@@ -46,16 +39,17 @@ from ..store.locate import locate_database, log_located
 from ..store.migrate import prepare_database
 from ..store.traced import TracedDBOSClient
 from ..store.unavailable import translate, translated
-from . import submit, timeline
+from . import timeline
 from .history import HistoryReads
 from .live import LiveReads
 from .lookups import Lookups
 from .scope import Scope, seen
 from .state import StateReads
 from .timeline import TimelineEvent
+from .waits import WaitActions
 
 
-class AgentClient(LiveReads, HistoryReads, StateReads, Lookups):
+class AgentClient(LiveReads, HistoryReads, StateReads, Lookups, WaitActions):
     """Start sessions and read their state from any process that can reach Postgres."""
 
     def __init__(
@@ -177,7 +171,9 @@ class AgentClient(LiveReads, HistoryReads, StateReads, Lookups):
         """Enqueue a new session (or a follow-up run of ``session_id``); returns the session
         id. A scoped client's new sessions are its own; a follow-up must be to one of them.
         ``page``: what a chat page posts with the run (its frontend tools, context, state;
-        ``records.PageInput``), carried in the run's input.
+        ``records.PageInput``), carried in the run's input; a declared tool named like the
+        agent's own or a state its schema refuses is ``InvalidRequestError``, nothing
+        stored (checked against what its workers publish: ``page_contract.py``).
 
         The run waits on its agent's queue until a worker that runs the agent takes it.
         An agent no worker runs or has run is refused (``UnknownAgentError``: workers
@@ -190,6 +186,7 @@ class AgentClient(LiveReads, HistoryReads, StateReads, Lookups):
         refused = self.known_agents.refusing(agent)
         if refused is not None:
             raise refused
+        self._check_page(agent, page)
         if session_id is not None and self._scope is not None:
             # An id no session has yet starts a new one under it.
             with contextlib.suppress(SessionNotFoundError):
@@ -212,6 +209,7 @@ class AgentClient(LiveReads, HistoryReads, StateReads, Lookups):
     def send(self, session_id: str, message: str, *, page: PageInput | None = None) -> str:
         """Continue a finished session with a follow-up message (``page`` as in ``start``)."""
         info = self._own(session_id)
+        self._check_page(info.agent, page)
         return queries.start_run(
             self.engine,
             self.dbos,
@@ -274,101 +272,6 @@ class AgentClient(LiveReads, HistoryReads, StateReads, Lookups):
         where time and money went, without a tracing backend."""
         self._own(session_id)
         return timeline.read(self.engine, session_id)
-
-    # --- waits: submits, approvals, interrupts ----------------------------------------------
-
-    @translated
-    def submit_tool_result(
-        self,
-        session_id: str,
-        tool_call_id: str,
-        *,
-        result: JSONValue = None,
-        error: str | None = None,
-    ) -> SubmitOutcome:
-        """Answer a client-tool call, addressed by the *root* session id.
-
-        Give ``result`` (validated against the tool's output schema; ``InvalidResultError``
-        lists what is wrong) or ``error`` (a sentence the model will read; not validated).
-        Returns ``accepted``, ``already_completed``, ``unknown_tool_call`` or
-        ``late_answer_after_timeout``; submitting twice delivers once.
-        """
-        if error is not None and result is not None:
-            raise InvalidRequestError("give either result or error, not both")
-        delivery: Delivery = (
-            ErrorDelivery(error=str(error)) if error is not None else ResultDelivery(result=result)
-        )
-        return self.deliver(session_id, tool_call_id, delivery)
-
-    @translated
-    def submit_approval(
-        self,
-        session_id: str,
-        tool_call_id: str,
-        approved: bool,
-        reason: str | None = None,
-        *,
-        decided_by: str | None = None,
-    ) -> SubmitOutcome:
-        """Approve or deny an approval-gated tool call (root session id); ``decided_by``
-        is stored with the decision and shown in ``pending(include_resolved=True)``."""
-        if not isinstance(approved, bool):
-            raise InvalidRequestError("approved must be true or false")
-        delivery = ApprovalDelivery(approved=approved, reason=reason, decided_by=decided_by)
-        return self.deliver(session_id, tool_call_id, delivery)
-
-    @translated
-    def fail(self, session_id: str, tool_call_id: str, error: str) -> SubmitOutcome:
-        """Operator escape hatch: settle a stuck call of either kind with an error result."""
-        return self.deliver(session_id, tool_call_id, ErrorDelivery(error=error))
-
-    @translated
-    def deliver(self, session_id: str, tool_call_id: str, delivery: Delivery) -> SubmitOutcome:
-        """Submit a typed ``Delivery`` (what the HTTP server and scripts build)."""
-        return submit.submit(
-            self.engine,
-            self.dbos,
-            session_id=session_id,
-            tool_call_id=tool_call_id,
-            delivery=delivery,
-            schema=self.settings.dbos_system_schema,
-            scope=self._scope,
-        )
-
-    @translated
-    def pending(
-        self,
-        *,
-        session_id: str | None = None,
-        tenant_id: str | None = None,
-        user_id: str | None = None,
-        kind: PendingKind | None = None,
-        include_resolved: bool = False,
-        limit: int = 100,
-    ) -> list[PendingCall]:
-        """Open waits, oldest deadline first; filter by root session, tenant, user or kind
-        (a scoped client sees its own only)."""
-        if session_id is not None:
-            self._own(session_id)
-        user_id, tenant_id = self._filters(user_id, tenant_id)
-        return pending_rows.list_pending(
-            self.engine,
-            pending_rows.list_pending_stmt(
-                session_id=session_id,
-                tenant_id=tenant_id,
-                user_id=user_id,
-                kind=kind,
-                include_resolved=include_resolved,
-                limit=limit,
-                system_schema=self.settings.dbos_system_schema,
-            ),
-        )
-
-    @translated
-    def interrupt(self, session_id: str) -> InterruptOutcome:
-        """Stop a session and its sub-agents now; late submits get ``unknown_tool_call``.
-        A new message continues the session afterwards."""
-        return submit.interrupt(self.engine, self.dbos, session_id, self._scope)
 
     # --- tokens and housekeeping -------------------------------------------------------------
 

@@ -12,18 +12,20 @@ and a heartbeat that lands first beats the claim. Each worker process has its ow
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
 import sqlalchemy as sa
 from pydantic import BaseModel
 
 from ..errors import AgentUnavailableError, UnknownAgentError
+from ..page_contract import PageContract
 
 S = "dbos_agents"
 
@@ -58,16 +60,19 @@ def register(
     instance_id: str,
     application_version: str,
     agents: list[str] | None = None,
+    contracts: Mapping[str, PageContract] | None = None,
 ) -> None:
     """Take this executor id's row for this process (a restarted worker takes it back, even
     from an adopter: the adopter already re-enqueued what was PENDING), publishing the
-    agents it serves (``known_agents``)."""
+    agents it serves (``known_agents``) and what a chat page may send each
+    (``page_contract``)."""
     with engine.begin() as conn:
         conn.execute(
             sa.text(
                 f"INSERT INTO {S}.workers (executor_id, hostname, pid, application_version,"
-                " status, instance_id, beat, agents) VALUES (:e, :h, :p, :v, 'running', :i, 1,"
-                " :a) ON CONFLICT (executor_id) DO UPDATE SET hostname = excluded.hostname,"
+                " status, instance_id, beat, agents, page_contracts) VALUES (:e, :h, :p, :v,"
+                " 'running', :i, 1, :a, CAST(:c AS jsonb)) ON CONFLICT (executor_id) DO UPDATE"
+                " SET hostname = excluded.hostname, page_contracts = excluded.page_contracts,"
                 " pid = excluded.pid, application_version = excluded.application_version,"
                 " status = 'running', instance_id = excluded.instance_id,"
                 " beat = workers.beat + 1, heartbeat_at = now(), started_at = now(),"
@@ -80,6 +85,7 @@ def register(
                 "v": application_version,
                 "i": instance_id,
                 "a": None if agents is None else sorted(agents),
+                "c": None if contracts is None else json.dumps(contracts),
             },
         )
 
@@ -123,6 +129,25 @@ def known_agents(engine: sa.Engine, stale_after_sec: float = 30.0) -> Fleet | No
     except sa.exc.ProgrammingError:  # a role without access to the fleet's table
         return None
     return Fleet(frozenset(row.live or ()), frozenset(row.ever or ()))
+
+
+def page_contract(engine: sa.Engine, agent: str, stale_after_sec: float) -> PageContract | None:
+    """What a chat page may send ``agent``, as the newest live worker that serves it
+    published it (a rolling deploy: the new definition); None: none published, or this
+    role may not read the fleet's table."""
+    try:
+        with engine.connect() as conn:
+            value = conn.execute(
+                sa.text(
+                    f"SELECT page_contracts -> :a FROM {S}.workers WHERE status = 'running'"
+                    " AND heartbeat_at > now() - make_interval(secs => :stale)"
+                    " AND page_contracts ? :a ORDER BY started_at DESC LIMIT 1"
+                ),
+                {"a": agent, "stale": stale_after_sec},
+            ).scalar()
+    except sa.exc.ProgrammingError:
+        return None
+    return cast(PageContract, value) if isinstance(value, dict) else None
 
 
 class KnownAgents:

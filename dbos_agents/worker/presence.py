@@ -18,12 +18,13 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
 from .. import _dbos, outages
+from ..page_contract import PageContract
 from ..settings import Settings
 from ..store import workers
 from ..store.db import sqlalchemy_url
@@ -94,8 +95,11 @@ class Presence:
         *,
         executor_id: str,
         agents: list[str] | None = None,
+        contracts: Mapping[str, PageContract] | None = None,
     ) -> None:
         self.engine = engine
+        self.contracts = contracts
+        """What a chat page may send each agent (``page_contract``), published with them."""
         self.settings = settings
         self.executor_id = executor_id
         self.agents = agents
@@ -115,6 +119,7 @@ class Presence:
             self.instance_id,
             self.settings.application_version,
             self.agents,
+            self.contracts,
         )
 
     def start(self) -> None:

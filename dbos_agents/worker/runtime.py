@@ -28,6 +28,7 @@ from ..loop.ledger import Ledger
 from ..models.base import Model
 from ..models.resolve import model_from
 from ..outcome import RunSpec
+from ..page_contract import contract_of
 from ..settings import CLIENT_POOL_SIZE, SYNC_MAX_OVERFLOW, SYNC_POOL_SIZE, Settings
 from ..store import pending, pg, queries, runs
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
@@ -157,6 +158,7 @@ class AgentRuntime:
                 on_adopted,
                 executor_id=executor_id,
                 agents=sorted(self.agents),
+                contracts={name: contract_of(a) for name, a in self.agents.items()},
             )
             await asyncio.to_thread(self._presence.register)
         config: DBOSConfig = {

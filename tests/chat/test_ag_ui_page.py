@@ -18,6 +18,7 @@ import pytest
 from dbos_agents import Agent, DefinitionError
 from dbos_agents.server.chats import chat_session_id
 from dbos_agents.server.context import ServerContext
+from dbos_agents.store import workers
 from dbos_agents.testing import CrashHarness, WorkerProcess
 from tests.chat.conftest import REPO, Serve
 from tests.chat.page_app import paint
@@ -268,10 +269,13 @@ def test_a_persistent_agent_takes_each_runs_page_tools_from_its_inbox(
     assert {k: v for k, v in state.items() if k != "_version"} == harness.client.state(sid)
 
 
-def _post(server: LiveServer, agent: str, **fields: Any) -> httpx.Response:
+def _post(
+    server: LiveServer, agent: str, token: str | None = None, **fields: Any
+) -> httpx.Response:
     body = {"threadId": f"t-{uuid.uuid4()}", "runId": "r1", "messages": [], **fields}
     body["messages"] = body["messages"] or [{"id": "u1", "role": "user", "content": "hi"}]
-    return httpx.post(f"{server.url}/ag-ui/{agent}", json=body, timeout=30)
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    return httpx.post(f"{server.url}/ag-ui/{agent}", json=body, headers=headers, timeout=30)
 
 
 def test_bad_page_input_is_400_naming_the_field_and_starts_nothing(
@@ -294,49 +298,44 @@ def test_bad_page_input_is_400_naming_the_field_and_starts_nothing(
     assert len(harness.client.sessions()) == before
 
 
-def test_a_declared_tool_named_like_the_agents_own_ends_the_run_naming_it(
-    serve: Serve, worker: WorkerProcess, node: Node
+def test_what_the_agents_workers_would_refuse_is_400_naming_the_field_and_stores_nothing(
+    serve: Serve, worker: WorkerProcess, harness: CrashHarness
 ) -> None:
+    """Checked against what the worker published (``page_contract.py``) before anything is
+    stored: a declared tool named like the agent's own, a state its model refuses; for a
+    new thread and for a thread that has a session already."""
     server = serve()
+    deadline = time.monotonic() + 60  # the worker publishes as it launches
+    while workers.page_contract(harness.client.engine, "painter", 30) is None:
+        assert time.monotonic() < deadline, "the worker published no page contract"
+        time.sleep(0.1)
     own = {"name": "paint", "description": "", "parameters": {"type": "object"}}
-    (run,) = node(
-        "ag-ui/page-tools.mjs",
-        json.dumps(
-            {
-                "url": server.url,
-                "agent": "painter",
-                "threadId": f"t-{uuid.uuid4()}",
-                "message": "hi",
-                "tools": [own],
-            }
-        ),
-    )
-    (error,) = [e for e in run["events"] if e["type"] == "RUN_ERROR"]
-    assert "the page declares paint, which agent 'painter' defines itself" in error["message"]
-
-
-def test_a_posted_state_that_fails_the_model_ends_the_run_naming_the_field(
-    serve: Serve, worker: WorkerProcess, node: Node, harness: CrashHarness
-) -> None:
-    server = serve()
-    t = f"t-{uuid.uuid4()}"
-    (run,) = node(
-        "ag-ui/page-tools.mjs",
-        json.dumps(
-            {
-                "url": server.url,
-                "agent": "painter",
-                "threadId": t,
-                "message": "hi",
-                "state": {"owner": ["not", "a", "name"]},
-            }
-        ),
-    )
-    (error,) = [e for e in run["events"] if e["type"] == "RUN_ERROR"]
-    assert "owner" in error["message"], error
-    assert harness.client.state(session_of(server, "painter", t)) is None
-    # The page keeps its state at its base: its next post is not a conflict.
-    assert "STATE_DELTA" not in types(run) and "_version" not in run["state"]
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"tools": [own]}, "tools[0].name: agent 'painter' has a tool named 'paint'"),
+        ({"state": {"owner": ["not", "a", "name"]}}, "state.owner: "),
+    ]
+    before = len(harness.client.sessions())
+    for fields, message in cases:
+        r = _post(server, "painter", **fields)
+        assert r.status_code == 400, (fields, r.text)
+        assert r.json()["message"].startswith(message), r.json()
+    assert len(harness.client.sessions()) == before
+    # A thread with a session: its next message is refused the same way, nothing stored.
+    thread = f"t-{uuid.uuid4()}"
+    first = _post(server, "painter", threadId=thread)
+    assert first.status_code == 200, first.text
+    token = first.headers["x-dbos-agents-token"]
+    sid = session_of(server, "painter", thread)
+    harness.client.wait(sid, timeout=60)
+    stored, state = len(harness.client.history(sid)), harness.client.state(sid)
+    messages = [{"id": "u1", "role": "user", "content": "hi"}]
+    messages.append({"id": "u2", "role": "user", "content": "again"})
+    fields, message = cases[0]
+    r = _post(server, "painter", token, threadId=thread, messages=messages, **fields)
+    assert r.status_code == 400, (fields, r.text)
+    assert r.json()["message"].startswith(message), r.json()
+    assert len(harness.client.history(sid)) == stored
+    assert harness.client.state(sid) == state
 
 
 def test_frontend_tools_option() -> None:
