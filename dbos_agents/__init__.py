@@ -57,6 +57,7 @@ from .records import (
     SessionEvents,
     StatusEvent,
     SubmitOutcome,
+    TimelineEvent,
     ToolCallRecord,
     TurnUsage,
 )
@@ -120,6 +121,7 @@ __all__ = [
     "ToolCall",
     "ToolCallRecord",
     "TurnUsage",
+    "TimelineEvent",
     "ToolError",
     "ToolResult",
     "Usage",

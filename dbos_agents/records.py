@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, ClassVar, Literal, TypedDict, cast
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from .delivery import WaitKind
 from .messages import JSONValue, Message
@@ -183,3 +183,24 @@ def with_page(spec: RunSpec, page: PageInput | None) -> RunSpec:
     if page:
         out[PAGE_KEY] = dict(page)
     return cast(RunSpec, out)
+
+
+class TimelineEvent(BaseModel):
+    """One run, model turn (``turn``: its usage row, written as the turn was recorded, so
+    ``began`` is that time too), tool call or wait."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["run", "turn", "tool", "wait"]
+    session_id: str
+    depth: int
+    """0 for the session's own events, 1 for its sub-agents', and so on."""
+    run_seq: int | None
+    turn: int | None
+    label: str
+    began: datetime
+    ended: datetime | None
+    status: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None

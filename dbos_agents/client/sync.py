@@ -28,10 +28,11 @@ from ..outcome import SessionInfo, SessionStatus
 from ..records import (
     PageInput,
     QueuedRuns,
+    TimelineEvent,
     ToolCallRecord,
 )
 from ..settings import Settings
-from ..store import calls, queries, queued, workers
+from ..store import calls, queries, queued, timeline, workers
 from ..store import pending as pending_rows
 from ..store import sessions as session_rows
 from ..store.db import create_sync_engine, ping, sqlalchemy_url
@@ -39,13 +40,11 @@ from ..store.locate import locate_database, log_located
 from ..store.migrate import prepare_database
 from ..store.traced import TracedDBOSClient
 from ..store.unavailable import translate, translated
-from . import timeline
 from .history import HistoryReads
 from .live import LiveReads
 from .lookups import Lookups
 from .scope import Scope, seen
 from .state import StateReads
-from .timeline import TimelineEvent
 from .waits import WaitActions
 
 
@@ -268,7 +267,7 @@ class AgentClient(LiveReads, HistoryReads, StateReads, Lookups, WaitActions):
     @translated
     def timeline(self, session_id: str) -> list[TimelineEvent]:
         """The session's runs, model turns, tool calls and waits (its sub-agents' too), with
-        their times, tokens and cost, from this database's records (``client/timeline.py``):
+        their times, tokens and cost, from this database's records (``store/timeline.py``):
         where time and money went, without a tracing backend."""
         self._own(session_id)
         return timeline.read(self.engine, session_id)

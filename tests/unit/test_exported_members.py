@@ -51,6 +51,7 @@ EXPECTED_ALL = {
     "ToolCall",
     "ToolCallRecord",
     "TurnUsage",
+    "TimelineEvent",
     "ToolError",
     "ToolResult",
     "Usage",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from ...client.timeline import TimelineEvent
+from ...records import TimelineEvent
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,10 @@ timeline page); ``AgentClient.timeline``."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Literal
-
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict
 
-from ..store.schema import SCHEMA as S
+from ..records import TimelineEvent
+from .schema import SCHEMA as S
 
 _ROWS = sa.text(
     f"""
@@ -45,27 +42,6 @@ SELECT 'wait', p.owner_session_id, t.depth, NULL, NULL, p.tool || ' (' || p.kind
   FROM {S}.pending_calls p JOIN tree t ON t.id = p.owner_session_id
 """
 )
-
-
-class TimelineEvent(BaseModel):
-    """One run, model turn (``turn``: its usage row, written as the turn was recorded, so
-    ``began`` is that time too), tool call or wait."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: Literal["run", "turn", "tool", "wait"]
-    session_id: str
-    depth: int
-    """0 for the session's own events, 1 for its sub-agents', and so on."""
-    run_seq: int | None
-    turn: int | None
-    label: str
-    began: datetime
-    ended: datetime | None
-    status: str | None
-    input_tokens: int | None
-    output_tokens: int | None
-    cost_usd: float | None
 
 
 def read(engine: sa.Engine, session_id: str) -> list[TimelineEvent]:
