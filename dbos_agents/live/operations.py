@@ -26,6 +26,8 @@ EndReason = Literal[
 @dataclass(slots=True)
 class StepStart:
     turn: int | None
+    seq: int | None = None
+    """The message that started the step, when it was not streamed (``turn`` None)."""
 
 
 @dataclass(slots=True)
@@ -63,7 +65,13 @@ class ToolArgs:
 
 @dataclass(slots=True)
 class Reset:
-    pass
+    tool: bool = False
+    """Only a tool call's pieces were withdrawn; the step's text and other calls stay."""
+    call_id: str | None = None
+    """That call, if it was shown."""
+    again: int = 0
+    """How many operations right after it show again what the step still shows (a
+    reader that can withdraw one call alone keeps what it has and passes them over)."""
 
 
 @dataclass(slots=True)
@@ -80,6 +88,8 @@ class ToolCall:
     input: JsonValue
     on_client: bool
     """The reader runs it (a client tool's wait); else it runs elsewhere."""
+    arguments: str = ""
+    """The input as the model wrote it (JSON text)."""
 
 
 @dataclass(slots=True)
@@ -101,6 +111,8 @@ class Asked:
 class ToolOutput:
     call_id: str
     output: JsonValue
+    message: MessageEvent
+    """The result's message, as read."""
 
 
 @dataclass(slots=True)
@@ -108,11 +120,13 @@ class ToolFailed:
     call_id: str
     kind: str
     text: str
+    message: MessageEvent
 
 
 @dataclass(slots=True)
 class ToolDenied:
     call_id: str
+    message: MessageEvent
 
 
 @dataclass(slots=True)

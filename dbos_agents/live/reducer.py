@@ -8,13 +8,14 @@ The run is one assistant message; each model turn is one step of it. The operati
 the order a reader shows them:
 
 - ``StepStart`` / ``StepEnd``: a model turn's step (a piece of a new turn, or a message
-  after the step's own was committed, starts the next);
+  after the step's own was committed, starts the next; ``seq``: that message's);
 - ``TextStart`` / ``TextPiece`` / ``TextEnd``: a text part of the step (``part``: its
   number within the run); a worker restarted mid-turn continues the same text;
 - ``ToolStart`` / ``ToolArgs``: a tool call's input as the model writes it (pieces before
   its id and name are held, then sent with its start);
 - ``Reset``: what the step showed is withdrawn (a retraction); what is still shown follows
-  again as new parts, so a reader never keeps withdrawn text;
+  again as new parts, so a reader never keeps withdrawn text (``tool``: one call alone was
+  withdrawn; ``again``: how many operations show the rest, for a reader that keeps it);
 - ``Committed``: the step's assistant message, then a ``ToolCall`` per call it made (its
   whole input; ``on_client``: the call waits on the reader, a client tool) and an
   ``Approval`` per call that waits on a human;
@@ -166,11 +167,11 @@ class RunReducer:
             out.append(TextEnd(self._text_part))
             self._text_part = None
 
-    def _new_step(self, turn: int | None, out: list[Op]) -> None:
+    def _new_step(self, turn: int | None, out: list[Op], seq: int | None = None) -> None:
         self._close_text(out)
         if self._step:
             out.append(StepEnd())
-        out.append(StepStart(turn))
+        out.append(StepStart(turn, seq))
         self._step, self._turn, self._committed = True, turn, False
         self._text, self._tools = "", {}
 
@@ -182,10 +183,11 @@ class RunReducer:
         out.append(TextPiece(self._text_part, text))
         self._text += text
 
-    def _show_again(self, out: list[Op]) -> None:
-        """``Reset``, then what is still shown of the step."""
+    def _show_again(self, out: list[Op], reset: Reset) -> None:
+        """``reset``, then what is still shown of the step (counted in ``reset.again``)."""
         self._text_part = None
-        out.append(Reset())
+        out.append(reset)
+        before = len(out)
         text, self._text = self._text, ""
         if text:
             self._say(text, out)
@@ -194,6 +196,7 @@ class RunReducer:
                 out.append(ToolStart(t.call_id, t.name))
                 if t.arguments:
                     out.append(ToolArgs(t.call_id, t.arguments))
+        reset.again = len(out) - before
 
     def _end(
         self,
@@ -246,9 +249,11 @@ class RunReducer:
             return  # nothing of that turn is shown in this step
         if e.tool_index is None:
             self._text, self._tools = "", {}
-        else:
-            self._tools.pop(e.tool_index, None)
-        self._show_again(out)
+            self._show_again(out, Reset())
+            return
+        t = self._tools.pop(e.tool_index, None)
+        shown = t.call_id if t is not None and t.started else None
+        self._show_again(out, Reset(tool=True, call_id=shown))
 
     def _message(self, m: MessageEvent, waits: list[PendingEvent], out: list[Op]) -> None:
         if m.role == "tool":
@@ -257,13 +262,13 @@ class RunReducer:
         if m.role != "assistant":
             return  # the user's message: the reader has it
         if not self._step or self._committed:
-            self._new_step(None, out)
+            self._new_step(None, out, m.seq)
         content = m.content or ""
         if not content.startswith(self._text):
             # Shown text the message does not start with (never expected: the deltas
             # concatenate to it): show the message instead.
             self._text, self._tools = "", {}
-            self._show_again(out)
+            self._show_again(out, Reset())
         if len(content) > len(self._text):
             self._say(content[len(self._text) :], out)
         self._close_text(out)
@@ -275,7 +280,8 @@ class RunReducer:
                 out.append(ToolStart(call.id, call.name))
             w = by_call.get(call.id)
             on_client = w is not None and w.kind == "client"
-            out.append(ToolCall(call.id, call.name, as_json(call.arguments or "{}"), on_client))
+            value = as_json(call.arguments or "{}")
+            out.append(ToolCall(call.id, call.name, value, on_client, call.arguments))
             if w is not None and w.kind == "approval":
                 out.append(Approval(call.id, call.id))
         self._waits = self._waits or bool(waits)
@@ -290,7 +296,8 @@ class RunReducer:
             out.append(Approval(w.tool_call_id, call_id))
         else:
             out.append(ToolStart(w.tool_call_id, w.tool))
-            out.append(ToolCall(w.tool_call_id, w.tool, w.arguments, on_client=True))
+            text = json.dumps(w.arguments)
+            out.append(ToolCall(w.tool_call_id, w.tool, w.arguments, True, text))
         self._waits = True
 
     def _result(self, m: MessageEvent, out: list[Op]) -> None:
@@ -302,12 +309,13 @@ class RunReducer:
         if isinstance(error, dict) and isinstance(error.get("kind"), str):
             kind = str(error["kind"])
             if kind == "approval-denied":
-                out.append(ToolDenied(call_id))
+                out.append(ToolDenied(call_id, m))
             else:
                 text = error.get("message")
-                out.append(ToolFailed(call_id, kind, text if isinstance(text, str) else kind))
+                said = text if isinstance(text, str) else kind
+                out.append(ToolFailed(call_id, kind, said, m))
             return
-        out.append(ToolOutput(call_id, value))
+        out.append(ToolOutput(call_id, value, m))
 
 
 _REASONS: dict[str, EndReason] = {

@@ -19,6 +19,7 @@ from .context import ServerContext
 from .errors import error_responses, unknown_tool_call
 from .events import SEP, stream_events
 from .follow import Limits
+from .moves import approver
 from .schemas import (
     Approval,
     CreateSession,
@@ -171,15 +172,7 @@ async def submit_tool_result(
     )
     delivery = body.delivery()
     if isinstance(body, Approval):
-        # Approving is an authority of its own: the session token lets the session's user
-        # answer client tools, not approve the calls gated on someone else's judgment.
-        if access.principal is None and not ctx.settings.tokens_may_approve:
-            raise HTTPException(
-                403,
-                "approvals need an approver signed in through the authenticate hook"
-                " (or tokens_may_approve)",
-            )
-        who = access.principal.subject if access.principal is not None else access.via
+        who = approver(ctx, access)  # approving is an authority of its own
         delivery = body.delivery(decided_by=who)
     client = ctx.acting(access)
     try:

@@ -120,6 +120,7 @@ function reopen(id) {
 
 function approvalHint(err) {
   if (err.status !== 403) return "";
+  if (/TOKENS_MAY_APPROVE/.test(err.message ?? "")) return "The call still waits."; // the server says how
   return (
     "Approving needs an approver: sign in through the server's authenticate hook, or start" +
     " the server with DBOS_AGENTS_SERVER_TOKENS_MAY_APPROVE=true to let the chat's own token" +

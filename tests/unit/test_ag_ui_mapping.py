@@ -24,14 +24,16 @@ from dbos_agents.events import (
     DeltaEvent,
     MessageEvent,
     PendingEvent,
+    ProgressEvent,
     RetractEvent,
     SessionEvent,
     StatusEvent,
     ToolCallPiece,
 )
+from dbos_agents.ids import ask_id, child_session_id
 from dbos_agents.messages import ToolCall
 from dbos_agents.records import HistoryEntry, PendingCall
-from dbos_agents.server.ag_ui.mapping import Mapper
+from dbos_agents.server.ag_ui.mapping import PROGRESS_EVENT, Mapper
 from dbos_agents.server.ag_ui.parse import parse_input
 from dbos_agents.server.ag_ui.reconcile import answers_of, new_message, operation_of
 from dbos_agents.server.ag_ui.view import ClientView
@@ -336,3 +338,125 @@ def test_the_view_drops_a_rerun_run() -> None:
     assert view.drop_run(1)
     assert [m.id for m in view.messages] == ["u1", "client-2", "dbos:0:1:0"]
     assert not view.drop_run(1)
+
+
+# --- the encoder over the reducer's operations, for what the crash tests produce --------
+
+
+def waiting(call_id: str, kind: str = "client", tool: str = "confirm", **kw: Any) -> PendingEvent:
+    return PendingEvent(
+        root_session_id="s",
+        tool_call_id=call_id,
+        kind=kind,  # type: ignore[arg-type]
+        tool=tool,
+        arguments={"q": 1},
+        output_schema=None,
+        deadline=NOW,
+        **kw,
+    )
+
+
+def note(call_id: str, part: int, text: str) -> ProgressEvent:
+    return ProgressEvent(
+        run=1, turn=1, tool_call_id=call_id, tool="research", part=part, note=text, cursor="3"
+    )
+
+
+def test_a_withdrawn_tool_call_leaves_the_text_and_the_other_call_as_they_are() -> None:
+    c1 = ToolCall(id="c1", name="fetch", arguments="{}")
+    c0b = ToolCall(id="c0b", name="search", arguments='{"q":"y"}')
+    log: list[SessionEvent] = [
+        text("Looking. "),
+        piece(0, '{"q":', id="c0", name="search"),
+        piece(1, "{}", id="c1", name="fetch"),
+        retract(tool_index=0),
+        piece(0, '{"q":"y"}', id="c0b", name="search"),
+        message("assistant", "Looking. ", 2, tool_calls=[c1, c0b]),
+        status("completed"),
+    ]
+    _, client, types = run(log)
+    (reply,) = [m for m in client.messages if m["role"] == "assistant"]
+    assert reply["id"] == "dbos:1:1:0" and reply["content"] == "Looking. "
+    assert [c["id"] for c in reply["toolCalls"]] == ["c1", "c0b"]
+    assert types.count("TEXT_MESSAGE_START") == 1 == types.count("TEXT_MESSAGE_END")
+    assert types.count("TOOL_CALL_START") == 3 == types.count("TOOL_CALL_END")
+    assert types.count("MESSAGES_SNAPSHOT") == 1 and types[-1] == "RUN_FINISHED"
+
+
+def test_a_sub_agents_waits_are_asked_under_messages_minted_for_them() -> None:
+    call = ToolCall(id="sub1", name="helper", arguments='{"message":"go"}')
+    child = child_session_id("s", "sub1")
+    log: list[SessionEvent] = [
+        message("assistant", None, 2, tool_calls=[call]),
+        waiting("deep", kind="approval", owner_session_id=child),
+        waiting("deep2", tool="pick", owner_session_id=child),
+    ]
+    mapper, client, types = run(log)
+    asked = client.find("dbos:1:ask:deep2")
+    assert asked is not None and asked["toolCalls"] == [
+        {"id": "deep2", "name": "pick", "arguments": '{"q": 1}'}
+    ]
+    assert types.count("TOOL_CALL_START") == 2 == types.count("TOOL_CALL_END")
+    finished = mapper.feed([])  # nothing after the end
+    assert finished == [] and mapper.finished
+    mapper = Mapper(ClientView([]), 1, "t", "r")
+    *_, last = mapper.feed(log)
+    outcome = last.model_dump(by_alias=True, mode="json")["outcome"]
+    assert outcome["type"] == "interrupt"
+    assert [i["toolCallId"] for i in outcome["interrupts"]] == ["deep"]
+
+
+def test_a_durable_tools_notes_and_its_ask_mid_call() -> None:
+    call = ToolCall(id="d1", name="research", arguments="{}")
+    ask = ask_id("d1", 2)
+    log: list[SessionEvent] = [
+        message("assistant", None, 2, tool_calls=[call]),
+        note("d1", 1, "found 3 pages"),
+        note("d1", 2, "summarize?"),
+        waiting(ask, kind="approval"),
+    ]
+    mapper = Mapper(ClientView([]), 1, "t", "r")
+    events = mapper.feed(log)
+    notes = [e.model_dump(by_alias=True, mode="json") for e in events if e.type.value == "CUSTOM"]
+    assert [n["value"]["id"] for n in notes] == ["d1-1", "d1-2"]
+    assert {n["name"] for n in notes} == {PROGRESS_EVENT}
+    outcome = events[-1].model_dump(by_alias=True, mode="json")["outcome"]
+    assert [i["id"] for i in outcome["interrupts"]] == [ask]
+    # A frontend tool it asks for, on a rerun by a client that holds the call already:
+    # the call is not sent twice; the run still ends waiting on it.
+    client_ask = waiting(ask, tool="pick")
+    held: list[Message] = [AssistantMessage(id=f"dbos:1:ask:{ask}", tool_calls=[_ag_call(ask)])]
+    mapper = Mapper(ClientView(held), 1, "t", "r")
+    sent = [e.model_dump(by_alias=True, mode="json") for e in mapper.feed([*log[:3], client_ask])]
+    assert [e["toolCallId"] for e in sent if e["type"] == "TOOL_CALL_START"] == ["d1"]
+    assert sent[-1]["outcome"]["pendingToolCallIds"] == [ask]
+
+
+def test_results_the_client_posted_are_not_sent_back_and_a_later_run_ends_this_one() -> None:
+    posted: list[Message] = [
+        UserMessage(id="u1", content="hi"),
+        AssistantMessage(id="dbos:1:m2", tool_calls=[_ag_call("c1")]),
+        ToolMessage(id="mine", tool_call_id="c1", content='{"ok": true}'),
+    ]
+    log: list[SessionEvent] = [
+        message("tool", '{"ok": true}', 3, tool_call_id="c1", name="confirm"),
+        text("Thanks", turn=2),
+        message("assistant", "Thanks", 4),
+        message("user", "next", 5, run=2),
+    ]
+    mapper, client, types = run(log, posted)
+    assert "TOOL_CALL_RESULT" not in types and types[-1] == "RUN_FINISHED"
+    replies = [m.get("content") for m in client.messages if m["role"] == "assistant"]
+    assert replies == [None, "Thanks"] and mapper.finished
+
+
+def test_a_stream_stopped_early_ends_the_run_once() -> None:
+    mapper = Mapper(ClientView([]), 1, "t", "r")
+    mapper.feed([text("partial")])
+    types = [e.type.value for e in mapper.error("the stream timed out", "STREAM_TIMEOUT")]
+    assert types == ["TEXT_MESSAGE_END", "RUN_ERROR"]
+    assert mapper.error("again", "STREAM_TIMEOUT") == [] and mapper.feed([text("x")]) == []
+
+
+def _ag_call(call_id: str) -> AgToolCall:
+    return AgToolCall(id=call_id, function=FunctionCall(name="pick", arguments='{"q": 1}'))

@@ -215,11 +215,11 @@ def test_results_state_and_the_next_turn_are_steps_of_one_run() -> None:
     )
     h = held(ops)
     assert h.steps == ["", "Done"]
-    assert h.results == [
-        op.ToolOutput("t", {"ok": True}),
-        op.ToolDenied("u"),
-        op.ToolFailed("v", "x", "boom"),
-    ]
+    r0, r1, r2 = h.results
+    assert isinstance(r0, op.ToolOutput) and (r0.call_id, r0.output) == ("t", {"ok": True})
+    assert isinstance(r1, op.ToolDenied) and r1.call_id == "u"
+    assert isinstance(r2, op.ToolFailed) and (r2.call_id, r2.kind, r2.text) == ("v", "x", "boom")
+    assert [r.message.seq for r in (r0, r1, r2)] == [3, 4, 5]
     assert op.State(state) in ops
     assert [type(o) for o in ops].count(op.StepEnd) == 2
 
@@ -321,3 +321,42 @@ def test_the_log_of_a_crashed_and_continued_reply_read_from_any_cursor() -> None
         resumed = merge(c, *after, limit=100).events
         assert resumed == whole[cut:], "nothing twice"
         assert held([*first, *r.feed([*resumed, status("completed")])]) == h
+
+
+def test_a_withdrawal_says_what_it_withdrew_and_what_is_shown_again() -> None:
+    """A reader that can drop one call alone (AG-UI) keeps the rest and passes over the
+    operations that show it again (``again``); a whole withdrawal shows nothing again."""
+    ops, _ = run(
+        [
+            delta("Looking. "),
+            delta(index=0, id="c0", name="search", arguments='{"q":'),
+            delta(index=1, id="c1", name="fetch", arguments="{}"),
+            RetractEvent(run=1, turn=1, attempt=1, tool_index=0, tool_call_id="c0", cursor="1.3"),
+        ]
+    )
+    i, reset = next((i, o) for i, o in enumerate(ops) if isinstance(o, op.Reset))
+    assert (reset.tool, reset.call_id, reset.again) == (True, "c0", 4)
+    assert ops[i + 1 :] == [
+        op.TextStart(2),
+        op.TextPiece(2, "Looking. "),
+        op.ToolStart("c1", "fetch"),
+        op.ToolArgs("c1", "{}"),
+    ]
+    unseen, _ = run([delta("a"), delta(index=0, arguments="{"), retract_tool(0)])
+    assert [o for o in unseen if isinstance(o, op.Reset)] == [op.Reset(True, None, 2)]
+    whole, _ = run([delta("a"), RetractEvent(run=1, turn=1, attempt=1, cursor="1.2")])
+    assert whole[-1] == op.Reset()
+
+
+def retract_tool(index: int) -> RetractEvent:
+    return RetractEvent(run=1, turn=1, attempt=1, tool_index=index, cursor="1.3")
+
+
+def test_a_step_a_message_starts_names_it_and_a_call_keeps_its_text() -> None:
+    call = ToolCall(id="c9", name="lookup", arguments='{"q": 1}')
+    ops, _ = run([message("assistant", "Looking.", seq=7, tool_calls=[call])])
+    assert ops[0] == op.StepStart(None, 7)
+    (whole,) = [o for o in ops if isinstance(o, op.ToolCall)]
+    assert whole.input == {"q": 1} and whole.arguments == '{"q": 1}'
+    streamed, _ = run([delta("x", turn=3)])
+    assert streamed[0] == op.StepStart(3, None)

@@ -1,39 +1,36 @@
-"""A session's live log (``dbos_agents.events``) as AG-UI events, for one AG-UI run.
+"""One run's events as AG-UI events. What the client holds is ``live.reducer``'s; this
+module encodes its operations, and keeps the client's copy of the transcript (``view``)
+in step so it can replace it when something shown is withdrawn:
 
-- ``DeltaEvent`` text: ``TEXT_MESSAGE_START`` (first piece of the turn), then
-  ``TEXT_MESSAGE_CONTENT`` per piece; a tool-call piece: ``TOOL_CALL_START`` (once its id
-  and name are known; ``parentMessageId`` is the turn's message), ``TOOL_CALL_ARGS``.
-- ``MessageEvent``: an assistant message ends its turn (``TEXT_MESSAGE_END``,
-  ``TOOL_CALL_END``; what was not streamed, a model that does not stream, is sent whole
-  first); a tool message is ``TOOL_CALL_RESULT`` unless the client has that answer
-  already (a frontend tool's result it posted); user and system messages are the
-  client's own and are not sent back.
-- ``RetractEvent``: the withdrawn message or tool call is ended, dropped from the view and
-  a ``MESSAGES_SNAPSHOT`` replaces the client's list; the turn's reply then continues
-  under a new message id, so no withdrawn text stays at the client, none twice.
-- ``PendingEvent`` (after the read that carried it): a frontend tool ends the run with
-  ``RUN_FINISHED`` (success, ``pendingToolCallIds``; the client runs the tool and posts a
-  new run with the tool message); an approval ends it with ``RUN_FINISHED`` and an
-  ``interrupt`` outcome (answered by the next run's ``resume``). A durable tool's ask (a
-  wait no message opened) is sent the same way; a frontend tool it asks for first gets
-  its own tool call events, under a message minted for it.
-- ``ProgressEvent`` (a running tool's note): ``CUSTOM`` named ``progress``, ``value``
-  ``{id, toolCallId, tool, note, fraction}``; ``id`` (``<toolCallId>-<part>``) is stable,
-  so a client that keeps notes across runs (a rerun sends the run's notes again) keys them
-  by it.
-- ``StateEvent`` (a tool committed a change of the session's typed state):
-  ``STATE_DELTA`` from what the page holds, or ``STATE_SNAPSHOT`` (``shared_state``).
-- ``StatusEvent`` (the run's end): ``completed`` is ``RUN_FINISHED``, ``interrupted`` is
-  ``RUN_FINISHED`` with a ``cancelled`` outcome, anything else ``RUN_ERROR`` (code: the
-  status in capitals).
-
-Events of runs before the one streamed are skipped (a start cursor may precede them).
+- a step is one assistant message (id ``dbos:<run>:<turn>:<restart>``, or
+  ``dbos:<run>:m<seq>`` for a message that was not streamed); its text:
+  ``TEXT_MESSAGE_START`` / ``_CONTENT`` / ``_END``; a tool call's input:
+  ``TOOL_CALL_START`` (``parentMessageId``: the step's message), ``TOOL_CALL_ARGS``, and
+  ``TOOL_CALL_END`` once its whole input is known (or the step ends);
+- a withdrawal (``Reset``): what is withdrawn is ended and dropped from the view, and a
+  ``MESSAGES_SNAPSHOT`` replaces the client's list; after a whole step was withdrawn its
+  reply continues under a new message id (the restart), so no withdrawn text stays at
+  the client, none twice; a single tool call withdrawn leaves the rest as it is;
+- a tool's result: ``TOOL_CALL_RESULT`` (the stored text), unless the client has it
+  already (a frontend tool's result it posted);
+- a wait (``End`` waiting): ``RUN_FINISHED`` (success, ``pendingToolCallIds``; the client
+  runs its frontend tools and posts a new run with their results), or with an
+  ``interrupt`` outcome when a human must approve (answered by the next run's
+  ``resume``). A frontend tool a durable tool or a sub-agent asks for (no message of the
+  transcript holds its call) gets its own tool call events, under a message minted for it;
+- a running tool's note: ``CUSTOM`` named ``progress``, ``value``
+  ``{id, toolCallId, tool, note, fraction}`` (``id`` ``<toolCallId>-<part>`` is stable, so
+  a client keeping notes across runs keys them by it);
+- a committed state version: ``STATE_DELTA`` from what the page holds, or
+  ``STATE_SNAPSHOT`` (``shared_state``);
+- the run's end: ``completed`` is ``RUN_FINISHED``, ``interrupted`` is ``RUN_FINISHED``
+  with a ``cancelled`` outcome, a later run started is ``RUN_FINISHED``, anything else
+  ``RUN_ERROR`` (code: the status in capitals).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from ag_ui.core import (
     BaseEvent,
@@ -53,18 +50,9 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from ...events import (
-    DeltaEvent,
-    MessageEvent,
-    PendingEvent,
-    ProgressEvent,
-    RetractEvent,
-    SessionEvent,
-    StateEvent,
-    StatusEvent,
-    ToolCallPiece,
-)
-from ...outcome import TERMINAL
+from ...events import PendingEvent, ProgressEvent, SessionEvent, StatusEvent
+from ...live import operations as op
+from ...live.reducer import RunReducer
 from .shared_state import PageState
 from .view import ClientView, run_prefix
 
@@ -80,34 +68,7 @@ APPROVAL_SCHEMA: dict[str, object] = {
 }
 """What an approval interrupt's ``resume`` payload is."""
 
-
-@dataclass
-class _Tool:
-    id: str | None = None
-    name: str | None = None
-    buffered: str = ""
-    """Arguments received before the call could be started (no id or name yet)."""
-    shown: str = ""
-    started: bool = False
-    ended: bool = False
-
-
-@dataclass
-class _Turn:
-    run: int
-    turn: int
-    restart: int = 0
-    text: str = ""
-    open: bool = False
-    tools: dict[int, _Tool] = field(default_factory=dict)
-    fixed_id: str | None = None
-    """The id of a message that was not streamed (named by its seq)."""
-
-    @property
-    def message_id(self) -> str:
-        if self.fixed_id is not None:
-            return self.fixed_id
-        return f"{run_prefix(self.run)}{self.turn}:{self.restart}"
+Outcome = RunFinishedInterruptOutcome | RunFinishedSuccessOutcome | RunFinishedCancelledOutcome
 
 
 class Mapper:
@@ -127,260 +88,224 @@ class Mapper:
         self.run = run
         self.thread_id = thread_id
         self.run_id = run_id
-        self.finished = False
-        self._turn: _Turn | None = None
-        self._restarts: dict[tuple[int, int], int] = {}
+        self._reducer = RunReducer(run)
+        self._step: tuple[int | None, int | None] = (None, None)
+        """The step's turn and (not streamed) message seq."""
+        self._restarts: dict[int | None, int] = {}
+        self._message_id = ""
+        self._open_text = False
+        self._shown = False
+        """Something of the step's message was sent (text, a tool call)."""
+        self._open_tools: list[str] = []
+        self._args: dict[str, str] = {}
+        """Each call's input as sent."""
+        self._asking = False
+        """The next tool call is one a wait asked for (no message holds it)."""
+        self._skip_call: str | None = None
+        self._skip = 0
+        """Operations to pass over: what a single call's withdrawal shows again."""
+        self._waits: dict[str, PendingEvent] = {}
+        """The waits the run ends on, by id (a sub-agent's comes with the message before
+        it and as its own ask)."""
 
-    # --- the read ---------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        return self._reducer.done
 
-    def feed(self, events: list[SessionEvent]) -> list[BaseEvent]:
-        out: list[BaseEvent] = []
-        pending: list[PendingEvent] = []
-        for e in events:
-            if self.finished:
-                break
-            if isinstance(e, PendingEvent):
-                pending.append(e)
-            elif isinstance(e, DeltaEvent) and e.run >= self.run:
-                out += self._delta(e)
-            elif isinstance(e, RetractEvent) and e.run >= self.run:
-                out += self._retract(e)
-            elif isinstance(e, ProgressEvent) and e.run >= self.run:
-                out.append(_progress(e))
-            elif isinstance(e, MessageEvent) and e.run_seq >= self.run:
-                out += self._message(e)
-            elif isinstance(e, StateEvent) and (e.run or 0) >= self.run:
-                out += [s for s in [self.state.event(e)] if s is not None]
-            elif isinstance(e, StatusEvent) and e.run_seq >= self.run and e.status in TERMINAL:
-                out += self._status(e)
-        if pending and not self.finished:
-            out += self._waiting(pending)
-        return out
-
-    # --- deltas -----------------------------------------------------------------------------
-
-    def _turn_of(self, run: int, turn: int) -> tuple[_Turn, list[BaseEvent]]:
-        t = self._turn
-        if t is not None and (t.run, t.turn) == (run, turn):
-            return t, []
-        out = self._close()
-        t = self._turn = _Turn(run, turn, restart=self._restarts.get((run, turn), 0))
-        return t, out
-
-    def _delta(self, e: DeltaEvent) -> list[BaseEvent]:
-        t, out = self._turn_of(e.run, e.turn)
-        if e.tool_call is not None:
-            return out + self._piece(t, e.tool_call)
-        if e.text:
-            out += self._text(t, e.text)
-        return out
-
-    def _text(self, t: _Turn, text: str) -> list[BaseEvent]:
-        out: list[BaseEvent] = []
-        if not t.open:
-            t.open = True
-            out.append(TextMessageStartEvent(message_id=t.message_id, role="assistant"))
-        t.text += text
-        self.view.add_text(t.message_id, text)
-        out.append(TextMessageContentEvent(message_id=t.message_id, delta=text))
-        return out
-
-    def _piece(self, t: _Turn, p: ToolCallPiece) -> list[BaseEvent]:
-        tool = t.tools.setdefault(p.index, _Tool())
-        tool.id = tool.id or p.id
-        tool.name = tool.name or p.name
-        if tool.ended:
+    def feed(
+        self, events: Sequence[SessionEvent], status: StatusEvent | None = None
+    ) -> list[BaseEvent]:
+        """The events for one read; ``status`` (a complete read's): a later run started."""
+        if self.finished:
             return []
         out: list[BaseEvent] = []
-        if not tool.started:
-            tool.buffered += p.arguments
-            if tool.id is None or tool.name is None:
-                return []
-            out += self._start_tool(t, tool.id, tool.name)
-            tool.started = True
-            args, tool.buffered = tool.buffered, ""
-        else:
-            args = p.arguments
-        if args:
-            out += self._args(tool, args)
-        return out
-
-    def _start_tool(self, t: _Turn, call_id: str, name: str) -> list[BaseEvent]:
-        self.view.add_tool_call(t.message_id, call_id, name)
-        return [
-            ToolCallStartEvent(
-                tool_call_id=call_id, tool_call_name=name, parent_message_id=t.message_id
-            )
-        ]
-
-    def _args(self, tool: _Tool, args: str) -> list[BaseEvent]:
-        assert tool.id is not None
-        tool.shown += args
-        self.view.add_arguments(tool.id, args)
-        return [ToolCallArgsEvent(tool_call_id=tool.id, delta=args)]
-
-    def _close(self) -> list[BaseEvent]:
-        """End what the current turn has open (text, tool calls); forget the turn."""
-        t, self._turn = self._turn, None
-        if t is None:
-            return []
-        out: list[BaseEvent] = []
-        if t.open:
-            out.append(TextMessageEndEvent(message_id=t.message_id))
-        for tool in t.tools.values():
-            if tool.started and not tool.ended and tool.id is not None:
-                tool.ended = True
-                out.append(ToolCallEndEvent(tool_call_id=tool.id))
-        return out
-
-    # --- withdrawals ------------------------------------------------------------------------
-
-    def _retract(self, e: RetractEvent) -> list[BaseEvent]:
-        t, out = self._turn_of(e.run, e.turn)
-        if e.tool_index is None:
-            return out + self._withdraw(t)
-        tool = t.tools.pop(e.tool_index, None)
-        if tool is None or not tool.started or tool.id is None:
-            return out
-        if not tool.ended:
-            out.append(ToolCallEndEvent(tool_call_id=tool.id))
-        self.view.drop_tool_call(tool.id)
-        return [*out, self.view.snapshot()]
-
-    def _withdraw(self, t: _Turn) -> list[BaseEvent]:
-        """Withdraw everything shown of turn ``t``: end it, drop it from the client's list
-        (a snapshot); what follows of the turn gets a new message id."""
-        shown = t.open or any(tool.started for tool in t.tools.values())
-        out = self._close()
-        self._restarts[(t.run, t.turn)] = t.restart + 1
-        if not shown:
-            return out
-        self.view.drop_message(t.message_id)
-        return [*out, self.view.snapshot()]
-
-    # --- committed messages -----------------------------------------------------------------
-
-    def _message(self, e: MessageEvent) -> list[BaseEvent]:
-        if e.role == "assistant":
-            return self._assistant(e)
-        if e.role == "tool" and e.tool_call_id is not None:
-            if self.view.has_tool_result(e.tool_call_id):
-                return []
-            message_id = f"{run_prefix(e.run_seq)}tool:{e.tool_call_id}"
-            content = e.content or ""
-            self.view.add_tool_result(message_id, e.tool_call_id, content)
-            return [
-                ToolCallResultEvent(
-                    message_id=message_id,
-                    tool_call_id=e.tool_call_id,
-                    content=content,
-                    role="tool",
-                )
-            ]
-        return []
-
-    def _assistant(self, e: MessageEvent) -> list[BaseEvent]:
-        """The turn's message: send what its pieces did not show, then end it."""
-        out: list[BaseEvent] = []
-        t = self._turn
-        if t is not None and t.run != e.run_seq:
-            out += self._close()
-            t = None
-        content = e.content or ""
-        if t is not None and not content.startswith(t.text):
-            # What was shown is not the message (not expected): show the message anew.
-            out += self._withdraw(t)
-            t = self._turn = _Turn(t.run, t.turn, restart=self._restarts[(t.run, t.turn)])
-        if t is None:  # not streamed, or its pieces precede the start cursor: sent whole
-            t = self._turn = _Turn(e.run_seq, -1, fixed_id=f"{run_prefix(e.run_seq)}m{e.seq}")
-        rest = content[len(t.text) :]
-        if rest:
-            out += self._text(t, rest)
-        started = {tool.id: tool for tool in t.tools.values() if tool.started}
-        for n, call in enumerate(e.tool_calls):
-            tool = started.get(call.id)
-            if tool is None:
-                tool = t.tools[-1 - n] = _Tool(call.id, call.name, started=True)
-                out += self._start_tool(t, call.id, call.name)
-            if call.arguments != tool.shown and call.arguments.startswith(tool.shown):
-                out += self._args(tool, call.arguments[len(tool.shown) :])
-        return out + self._close()
-
-    # --- the run's end ----------------------------------------------------------------------
-
-    def _waiting(self, pending: list[PendingEvent]) -> list[BaseEvent]:
-        out = self._close()
-        for p in pending:
-            if p.kind == "client" and not self.view.has_tool_call(p.tool_call_id):
-                out += self._ask(p)
-        approvals = [p for p in pending if p.kind == "approval"]
-        if approvals:
-            interrupts = [
-                Interrupt(
-                    id=p.tool_call_id,
-                    reason="tool_approval",
-                    message=f"Approve the call of {p.tool}?",
-                    tool_call_id=p.tool_call_id,
-                    response_schema=APPROVAL_SCHEMA,
-                    expires_at=p.deadline.isoformat(),
-                    metadata={"tool": p.tool, "arguments": p.arguments},
-                )
-                for p in approvals
-            ]
-            outcome: (
-                RunFinishedInterruptOutcome
-                | RunFinishedSuccessOutcome
-                | RunFinishedCancelledOutcome
-            ) = RunFinishedInterruptOutcome(interrupts=interrupts)
-        else:
-            outcome = RunFinishedSuccessOutcome(
-                pending_tool_call_ids=[p.tool_call_id for p in pending]
-            )
-        self.finished = True
-        out.append(RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome))
-        return out
-
-    def _ask(self, p: PendingEvent) -> list[BaseEvent]:
-        """A frontend tool a durable tool asked for mid-call (no message of the transcript
-        holds its call): a tool call of its own, under a message minted for it."""
-        message_id = f"{run_prefix(self.run)}ask:{p.tool_call_id}"
-        args = json.dumps(p.arguments)
-        self.view.add_tool_call(message_id, p.tool_call_id, p.tool)
-        self.view.add_arguments(p.tool_call_id, args)
-        return [
-            ToolCallStartEvent(
-                tool_call_id=p.tool_call_id, tool_call_name=p.tool, parent_message_id=message_id
-            ),
-            ToolCallArgsEvent(tool_call_id=p.tool_call_id, delta=args),
-            ToolCallEndEvent(tool_call_id=p.tool_call_id),
-        ]
-
-    def _status(self, e: StatusEvent) -> list[BaseEvent]:
-        out = self._close()
-        self.finished = True
-        if e.status == "completed":
-            out.append(RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id))
-        elif e.status == "interrupted":
-            out.append(
-                RunFinishedEvent(
-                    thread_id=self.thread_id,
-                    run_id=self.run_id,
-                    outcome=RunFinishedCancelledOutcome(),
-                )
-            )
-        else:
-            message = e.error or f"the run ended: {e.status}"
-            out.append(RunErrorEvent(message=message, code=e.status.upper()))
+        for o in self._reducer.feed(events, status):
+            self._encode(o, out)
         return out
 
     def error(self, message: str, code: str) -> list[BaseEvent]:
         """End the AG-UI run with ``RUN_ERROR`` (the stream stops before the run ends)."""
         if self.finished:
             return []
-        out = self._close()
-        self.finished = True
+        out: list[BaseEvent] = []
+        for o in self._reducer.end("other"):
+            if not isinstance(o, op.End):
+                self._encode(o, out)
         out.append(RunErrorEvent(message=message, code=code))
         return out
+
+    # --- the operations ------------------------------------------------------------------
+
+    def _encode(self, o: op.Op, out: list[BaseEvent]) -> None:
+        if self._skip:
+            self._skip -= 1
+            return
+        match o:
+            case op.TextPiece(text=text):
+                self.view.add_text(self._message_id, text)
+                out.append(TextMessageContentEvent(message_id=self._message_id, delta=text))
+            case op.ToolArgs(call_id=cid, delta=delta):
+                self._send_args(cid, delta, out)
+            case op.StepStart(turn=turn, seq=seq):
+                self._step = (turn, seq)
+                self._name_message()
+            case op.StepEnd():
+                self._close(out)
+            case op.TextStart():
+                if not self._open_text:
+                    self._open_text = self._shown = True
+                    out.append(TextMessageStartEvent(message_id=self._message_id, role="assistant"))
+            case op.TextEnd():
+                self._end_text(out)
+            case op.ToolStart(call_id=cid, name=name):
+                self._start_tool(cid, name, out)
+            case op.ToolCall(call_id=cid, arguments=arguments):
+                self._whole_call(cid, arguments, out)
+            case op.Reset():
+                self._reset(o, out)
+            case op.Committed(waits=waits):
+                self._waits.update((w.tool_call_id, w) for w in waits)
+            case op.Asked(wait=w):
+                self._waits[w.tool_call_id] = w
+                self._asking = w.kind == "client"
+            case op.ToolOutput(call_id=cid, message=m):
+                self._result(cid, m.content or "", out)
+            case op.ToolFailed(call_id=cid, message=m):
+                self._result(cid, m.content or "", out)
+            case op.ToolDenied(call_id=cid, message=m):
+                self._result(cid, m.content or "", out)
+            case op.Progress(event=e):
+                out.append(_progress(e))
+            case op.State(event=e):
+                if (s := self.state.event(e)) is not None:
+                    out.append(s)
+            case op.End():
+                out.append(self._end(o))
+
+    def _name_message(self) -> None:
+        turn, seq = self._step
+        prefix = run_prefix(self.run)
+        if turn is None and seq is not None:
+            self._message_id = f"{prefix}m{seq}"
+        else:
+            # A step an ask opened (no turn read yet): named for the waits it holds.
+            name = "w" if turn is None else str(turn)
+            self._message_id = f"{prefix}{name}:{self._restarts.get(turn, 0)}"
+        self._open_text = self._shown = False
+
+    def _end_text(self, out: list[BaseEvent]) -> None:
+        if self._open_text:
+            self._open_text = False
+            out.append(TextMessageEndEvent(message_id=self._message_id))
+
+    def _close(self, out: list[BaseEvent]) -> None:
+        """End what the step has open (text, tool calls)."""
+        self._end_text(out)
+        out += [ToolCallEndEvent(tool_call_id=cid) for cid in self._open_tools]
+        self._open_tools = []
+
+    def _start_tool(self, call_id: str, name: str, out: list[BaseEvent]) -> None:
+        parent = self._message_id
+        if self._asking:
+            if self.view.has_tool_call(call_id):  # the client holds it (a rerun)
+                self._skip_call = call_id
+                return
+            parent = f"{run_prefix(self.run)}ask:{call_id}"
+        else:
+            self._shown = True
+        self.view.add_tool_call(parent, call_id, name)
+        self._open_tools.append(call_id)
+        self._args[call_id] = ""
+        out.append(
+            ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, parent_message_id=parent)
+        )
+
+    def _send_args(self, call_id: str, delta: str, out: list[BaseEvent]) -> None:
+        self._args[call_id] = self._args.get(call_id, "") + delta
+        self.view.add_arguments(call_id, delta)
+        out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=delta))
+
+    def _whole_call(self, call_id: str, arguments: str, out: list[BaseEvent]) -> None:
+        """The call's whole input: what its pieces did not show, then its end."""
+        self._asking = False
+        if self._skip_call == call_id:
+            self._skip_call = None
+            return
+        shown = self._args.get(call_id, "")
+        if arguments != shown and arguments.startswith(shown):
+            self._send_args(call_id, arguments[len(shown) :], out)
+        if call_id in self._open_tools:
+            self._open_tools.remove(call_id)
+            out.append(ToolCallEndEvent(tool_call_id=call_id))
+
+    def _reset(self, o: op.Reset, out: list[BaseEvent]) -> None:
+        if o.tool:  # one call withdrawn: the rest stays as the client has it
+            self._skip = o.again
+            cid = o.call_id
+            if cid is None:
+                return
+            if cid in self._open_tools:
+                self._open_tools.remove(cid)
+                out.append(ToolCallEndEvent(tool_call_id=cid))
+            self.view.drop_tool_call(cid)
+            out.append(self.view.snapshot())
+            return
+        # The whole step withdrawn: end it, drop it at the client; it goes on anew.
+        shown = self._shown or bool(self._open_tools)
+        self._close(out)
+        turn = self._step[0]
+        self._restarts[turn] = self._restarts.get(turn, 0) + 1
+        withdrawn = self._message_id
+        self._step = (turn, None)
+        self._name_message()
+        if shown:
+            self.view.drop_message(withdrawn)
+            out.append(self.view.snapshot())
+
+    def _result(self, call_id: str, content: str, out: list[BaseEvent]) -> None:
+        if self.view.has_tool_result(call_id):
+            return
+        message_id = f"{run_prefix(self.run)}tool:{call_id}"
+        self.view.add_tool_result(message_id, call_id, content)
+        out.append(
+            ToolCallResultEvent(
+                message_id=message_id, tool_call_id=call_id, content=content, role="tool"
+            )
+        )
+
+    def _end(self, o: op.End) -> BaseEvent:
+        if o.reason == "waiting":
+            outcome: Outcome | None = self._waiting()
+        elif o.reason in ("completed", "superseded"):
+            outcome = None
+        elif o.reason == "interrupted":
+            outcome = RunFinishedCancelledOutcome()
+        else:
+            return self._error(o)
+        return RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)
+
+    def _error(self, o: op.End) -> BaseEvent:
+        st = o.status.status if o.status is not None else o.reason
+        message = (o.status.error if o.status is not None else None) or f"the run ended: {st}"
+        return RunErrorEvent(message=message, code=st.upper())
+
+    def _waiting(self) -> Outcome:
+        approvals = [p for p in self._waits.values() if p.kind == "approval"]
+        if not approvals:
+            return RunFinishedSuccessOutcome(pending_tool_call_ids=list(self._waits))
+        interrupts = [
+            Interrupt(
+                id=p.tool_call_id,
+                reason="tool_approval",
+                message=f"Approve the call of {p.tool}?",
+                tool_call_id=p.tool_call_id,
+                response_schema=APPROVAL_SCHEMA,
+                expires_at=p.deadline.isoformat(),
+                metadata={"tool": p.tool, "arguments": p.arguments},
+            )
+            for p in approvals
+        ]
+        return RunFinishedInterruptOutcome(interrupts=interrupts)
 
 
 def _progress(e: ProgressEvent) -> CustomEvent:

@@ -15,19 +15,18 @@ import time
 from typing import Any
 
 from ag_ui.core import BaseEvent, CustomEvent, RunAgentInput, RunErrorEvent, RunStartedEvent
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
 
-from ...errors import DbosAgentsError, InvalidRequestError
+from ...errors import InvalidRequestError
 from ...events import Cursor
-from ...records import HistoryEntry, PageInput, SubmitOutcome
-from ..auth import Access
+from ...records import HistoryEntry, PageInput
 from ..chats import Chat, ctx_of, open_chat, require_existing
 from ..context import ServerContext
 from ..errors import error_responses
 from ..events import SEP
 from ..follow import Limits
-from ..moves import Answers
+from ..moves import Answers, approver, submit
 from .mapping import Mapper
 from .page import page_input
 from .parse import parse_input
@@ -96,13 +95,14 @@ async def run_agent(request: Request, agent: str) -> EventSourceResponse:
     mapper = Mapper(view, info.run_seq, *_ids(body), state=held)
     if answers.unknown:
         return _refused(ctx, chat, body, answers)
-    access = chat.access
-    if answers.approvals:
-        access = await _approver(request, ctx, chat)
-    outcomes = await _deliver(ctx, access, chat.session_id, answers)
-    if any(o.status == "unknown_tool_call" for o in outcomes):  # a wait closed meanwhile
+    access, who = chat.access, None
+    if answers.approvals:  # an authority of its own (as on the submit route)
+        access = await ctx.authorize(request, "decide_approval", chat.session_id, chat.seen)
+        who = approver(ctx, access)
+    done = await submit(ctx, access, chat.session_id, answers.submit, who, strict=True)
+    if done.problems:  # a wait closed meanwhile
         return _refused(ctx, chat, body, answers)
-    if any(o.status == "accepted" for o in outcomes):
+    if done.accepted:
         return _respond(ctx, chat, body, mapper, end, [])
     # Nothing new: the current run again, from its start, in place of what the client has.
     opening: list[BaseEvent] = [view.snapshot()] if view.drop_run(info.run_seq) else []
@@ -154,40 +154,6 @@ def _run_start(history: list[HistoryEntry], run_seq: int, end: Cursor) -> Cursor
     the log's end while the run has not written it yet (queued)."""
     first = next((h.seq for h in history if h.run_seq == run_seq), None)
     return end if first is None else Cursor(first)
-
-
-async def _approver(request: Request, ctx: ServerContext, chat: Chat) -> Access:
-    """Approving is an authority of its own (as on the submit route): the session token
-    lets the session's user answer frontend tools, not approve gated calls."""
-    access = await ctx.authorize(request, "decide_approval", chat.session_id, chat.seen)
-    if access.principal is None and not ctx.settings.tokens_may_approve:
-        raise HTTPException(
-            403,
-            "approvals need an approver signed in through the authenticate hook"
-            " (or tokens_may_approve)",
-        )
-    return access
-
-
-async def _deliver(
-    ctx: ServerContext, access: Access, session_id: str, answers: Answers
-) -> list[SubmitOutcome]:
-    client = ctx.acting(access)
-    decided_by = access.principal.subject if access.principal is not None else access.via
-    outcomes: list[SubmitOutcome] = []
-    for a in answers.submit:
-        delivery = a.delivery
-        kind = "approval" if delivery.kind == "approval" else "result"
-        if delivery.kind == "approval":
-            delivery = delivery.model_copy(update={"decided_by": decided_by})
-        try:
-            outcome = await client.deliver(session_id, a.tool_call_id, delivery)
-        except DbosAgentsError as exc:
-            ctx.metrics.submits.labels(kind, exc.code).inc()
-            raise
-        ctx.metrics.submits.labels(kind, outcome.status).inc()
-        outcomes.append(outcome)
-    return outcomes
 
 
 def _refused(

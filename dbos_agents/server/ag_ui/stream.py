@@ -53,7 +53,7 @@ async def run_stream(
                 again = "" if item.code == "TOKEN_REVOKED" else RERUN
                 yield b"".join(encode(mapper.error(item.message + again, item.code)))
                 return
-            events = mapper.feed(item.events)
+            events = mapper.feed(item.events, item.status)
             if mapper.finished and mapper.state.unsettled and events:
                 events[-1:-1] = await _settled(client, session_id, mapper)
             read = encode(events)

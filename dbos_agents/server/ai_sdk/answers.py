@@ -15,16 +15,12 @@ the newest move, which is in the last message:
 
 from __future__ import annotations
 
-from fastapi import HTTPException
-
 from ...delivery import ApprovalDelivery, Delivery, ErrorDelivery, ResultDelivery
 from ...errors import InvalidRequestError
-from ..auth import Access
-from ..context import ServerContext
 from ..moves import Answer, Answers, Say
 from .request import ChatRequest, UIMessage, UIPart
 
-__all__ = ["approver", "plan"]
+__all__ = ["plan"]
 
 
 def plan(body: ChatRequest) -> Say | Answers:
@@ -88,17 +84,3 @@ def _answer_of(part: UIPart, at: str) -> Delivery | None:
     if state == "output-error":
         return ErrorDelivery(error=part.error_text or "the tool failed")
     return None
-
-
-def approver(ctx: ServerContext, acting: Access) -> str:
-    """Who decides an approval (recorded with it). Approving is an authority of its own: a
-    session token lets the chat's user answer client tools, not approve calls gated on
-    someone's judgment; without a principal from the hook (or ``tokens_may_approve``): 403,
-    before anything is submitted."""
-    if acting.principal is None and not ctx.settings.tokens_may_approve:
-        raise HTTPException(
-            403,
-            "approvals need an approver signed in through the authenticate hook"
-            " (or tokens_may_approve)",
-        )
-    return acting.principal.subject if acting.principal is not None else acting.via

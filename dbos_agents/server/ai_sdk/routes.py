@@ -15,8 +15,8 @@ from ..chats import Chat, ctx_of, open_chat, require_existing, say
 from ..context import ServerContext
 from ..errors import error_responses
 from ..follow import Limits
-from ..moves import Answer, Say, deliver
-from .answers import approver, plan
+from ..moves import Answer, Say, approver, deliver
+from .answers import plan
 from .mapping import RunParts, message_id
 from .parts import ErrorPart, Finish, Part, SessionPart, Start
 from .request import ChatRequest

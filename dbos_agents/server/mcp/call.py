@@ -31,6 +31,7 @@ from mcp_types.version import is_version_at_least
 from ...errors import DbosAgentsError, InvalidRequestError, InvalidResultError
 from ..auth import Operation
 from ..context import ServerContext
+from ..moves import NO_APPROVER
 from . import access, forms
 from .access import Caller
 from .catalogue import SESSION_META, TOKEN_META, Catalogue, session_meta, tool_input
@@ -177,11 +178,7 @@ class AgentTool:
                 problems[a.call] = str(exc)
                 continue
             if a.kind == "approval" and not caller.may_approve:
-                raise HTTPException(
-                    403,
-                    "approvals need an approver signed in through the authenticate hook"
-                    " (or tokens_may_approve)",
-                )
+                raise HTTPException(403, NO_APPROVER)
             try:
                 outcome = await caller.client.deliver(session_id, a.call, delivery)
             except InvalidResultError as exc:
