@@ -85,6 +85,8 @@ FIRST = (
     "tests/crash/test_stream_crash.py",
     "tests/http/test_fuzz.py",
     "tests/crash/test_mixed_fleet.py",
+    "tests/crash/test_stale_writer.py",
+    "tests/chat/test_chat_page_tutorial.py",
     "tests/outage/",
     "tests/newcomer/",
     "tests/integration/test_cli.py",

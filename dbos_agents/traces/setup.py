@@ -44,6 +44,20 @@ def configured_by_env() -> bool:
     return any(os.environ.get(k, "").strip() for k in _ENV_KEYS)
 
 
+def flush(timeout_sec: float = 2.0) -> None:
+    """Export the spans still queued, for a process that leaves without running its atexit
+    hooks (the worker's ``os._exit``, where the SDK's own flush at exit never runs): a
+    clean shutdown must not lose a run's last spans. Nothing when we never traced."""
+    if _tracer is None:
+        return
+    force_flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if callable(force_flush):
+        try:
+            force_flush(int(timeout_sec * 1000))
+        except Exception:  # best effort on the way out: a collector that is down
+            log.debug("traces not flushed on exit", exc_info=True)
+
+
 def tracer() -> trace.Tracer | None:
     """Our tracer, or ``None`` when nothing would receive spans (the cheap check)."""
     global _tracer, _env_checked

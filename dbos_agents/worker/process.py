@@ -22,6 +22,7 @@ from .. import logs
 from ..errors import ConfigurationError
 from ..imports import import_object
 from ..settings import Settings
+from ..traces import setup as traces_setup
 from .runtime import AgentRuntime
 
 log = logging.getLogger("dbos_agents")
@@ -40,6 +41,7 @@ def load_runtime(spec: str) -> AgentRuntime:
 
 
 def _flush() -> None:
+    traces_setup.flush()  # queued spans: the SDK's own flush at exit is skipped by os._exit
     for handler in logging.getLogger().handlers + log.handlers:
         with contextlib.suppress(Exception):  # best effort on the way out
             handler.flush()

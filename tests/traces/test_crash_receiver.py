@@ -93,7 +93,16 @@ def test_one_trace_across_a_parked_wait_and_a_sigkill(
             "the recovered execution's spans",
         )
     finally:
-        worker.stop()
+        worker.stop()  # SIGTERM: the worker exports its queued spans before it leaves
+    _until(
+        lambda: any(
+            s["name"] == "invoke_agent waiter"
+            and s["attributes"].get("dbos_agents.run.status") == "completed"
+            for s in receiver.snapshot()
+        ),
+        "the recovered run's span, flushed as its worker stopped",
+        within=10,
+    )
     spans = ours(receiver.snapshot())
     print(tree(spans))
     assert receiver.services == {"traces-test-worker"}
