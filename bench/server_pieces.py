@@ -11,11 +11,15 @@ over rounds; its stream opening (one full read each) is in it, spread over the p
 up; more: batches of a busy worker, or a slow model's pieces piling up between flushes).
 
     python bench/server_pieces.py --server-url URL [--streams 100] [--pieces 60]
-        [--rows 1,4] [--rounds 4] [--build DIR --build DIR]
+        [--rows 1,4] [--rounds 4] [--build DIR --build DIR] [--profile DIR]
 
 ``--build`` (repeatable) names a checkout to serve from (``PYTHONPATH`` and working
 directory), to compare builds in one run: the first is the baseline of the ratio column.
-Default: this checkout alone.
+Default: this checkout alone. ``--floor`` adds the floor as one more build: the same SSE
+stack fed by the same notifications with nothing of ours between (``_lib/floor_server.py``),
+so the run gives the ratio to it. ``--profile DIR``: py-spy records each build's server over
+all its rounds (``DIR/server-<n>.txt``, raw stacks, busy samples only; ``--gil``: only the thread holding
+the GIL) and prints the functions with the most samples.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from _lib import cli
+from _lib import cli, pyspy
 from _lib.internals import announced_pieces
 from _lib.procfs import raise_nofile, stat_user_system_seconds
 from _lib.serve import wait_healthy
@@ -41,6 +45,8 @@ from dbos_agents.testing import create_fresh_database, drop_database
 from dbos_agents.testing.cluster import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+FLOOR = Path("floor")
+"""The build name of ``--floor``."""
 
 
 def _cpu(pid: int) -> tuple[float, float]:
@@ -51,6 +57,8 @@ def _cpu(pid: int) -> tuple[float, float]:
 
 def _serve(build: Path, url: str, port: int) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "dbos_agents.cli", "serve", "--allow-unauthenticated"]
+    if build == FLOOR:
+        build, cmd = ROOT, [sys.executable, str(ROOT / "bench" / "_lib" / "floor_server.py")]
     return subprocess.Popen(
         [*cmd, "--port", str(port), "--database-url", url],
         cwd=build,
@@ -106,7 +114,7 @@ async def _round(
 
 def run(
     server_url: str, builds: list[Path], streams: int, pieces: int, rows: list[int], rounds: int,
-    pace_ms: float,
+    pace_ms: float, profile: Path | None = None, gil: bool = False,
 ) -> list[dict[str, Any]]:  # fmt: skip
     name = "dbos_agents_bench_server_pieces"
     url = create_fresh_database(server_url, name)
@@ -119,9 +127,16 @@ def run(
     ports = [free_port() for _ in builds]
     servers = [_serve(b, url, p) for b, p in zip(builds, ports, strict=True)]
     out: list[dict[str, Any]] = []
+    spies: list[subprocess.Popen[bytes]] = []
     try:
         for p, server in zip(ports, servers, strict=True):
             wait_healthy(f"http://127.0.0.1:{p}", server)
+        if profile is not None:
+            profile.mkdir(parents=True, exist_ok=True)
+            spies = [
+                pyspy.record(s.pid, profile / f"server-{i}.txt", *(["--gil"] if gil else []))
+                for i, s in enumerate(servers)
+            ]
         for r in rows:
             per: list[list[tuple[float, float]]] = [[] for _ in builds]
             complete = [0 for _ in builds]
@@ -148,6 +163,8 @@ def run(
                 )
         return out
     finally:
+        for spy in spies:
+            pyspy.stop(spy)
         for s in servers:
             s.terminate()
         for s in servers:
@@ -172,22 +189,42 @@ def _print(rows: list[dict[str, Any]], streams: int, pieces: int) -> None:
         )  # fmt: skip
 
 
+def _print_profile(path: Path, build: Path) -> None:
+    if not path.exists():
+        print(f"\nno profile of {build} (py-spy wrote nothing)")
+        return
+    got = pyspy.summarize(str(path), top=40)
+    print(f"\n{build}: {got['samples']} busy samples")
+    for kind in ("threads", "inclusive", "self"):
+        print(f"  {kind}:")
+        for name, _n, share in got[kind]:
+            print(f"    {share * 100:5.1f}%  {name}")
+
+
 def main() -> None:
     p = cli.parser(__doc__)
     p.add_argument("--server-url", required=True)
     p.add_argument("--build", action="append", type=Path, help="a checkout to serve from")
     p.add_argument("--rows", default="1", help="rows per notification, comma-separated")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--floor", action="store_true", help="add the floor as the last build")
+    p.add_argument("--profile", type=Path, help="py-spy each server into this directory")
+    p.add_argument("--gil", action="store_true", help="profile only the thread holding the GIL")
     cli.options(p, streams=100, pieces=60, rounds=4, pace_ms=20.0)
     args = p.parse_args()
     raise_nofile()
     builds = [b.resolve() for b in args.build] if args.build else [ROOT]
+    builds += [FLOOR] if args.floor else []
     rows = [int(x) for x in args.rows.split(",")]
     with cli.report_to_stderr(args.json):
         out = run(
-            args.server_url, builds, args.streams, args.pieces, rows, args.rounds, args.pace_ms
-        )
+            args.server_url, builds, args.streams, args.pieces, rows, args.rounds, args.pace_ms,
+            args.profile, args.gil,
+        )  # fmt: skip
         _print(out, args.streams, args.pieces)
+        if args.profile is not None:
+            for i, build in enumerate(builds):
+                _print_profile(args.profile / f"server-{i}.txt", build)
     if args.json:
         cli.print_json(out)
 

@@ -37,30 +37,39 @@ log = logging.getLogger("dbos_agents")
 
 @dataclass(eq=False)
 class Subscription:
-    """One stream's share of the feed; ``rows`` and ``ready`` live on its event loop."""
+    """One stream's share of the feed; ``rows`` and ``waiter`` live on its event loop."""
 
     session_id: str
     loop: asyncio.AbstractEventLoop
     after: int
     rows: list[Logged] = field(default_factory=list)
-    ready: asyncio.Future[None] = field(init=False)
+    waiter: asyncio.Future[None] | None = None
+    """The stream's own wait, resolved by the hand-over itself (no future of the feed's
+    in between: one wake-up per piece, not two)."""
 
-    def __post_init__(self) -> None:
-        self.ready = self.loop.create_future()
+    @property
+    def ready(self) -> asyncio.Future[None]:
+        """A future resolved when rows are handed over (at once if some are here)."""
+        fut = self.loop.create_future()
+        if self.rows:
+            fut.set_result(None)
+        else:
+            self.waiter = fut
+        return fut
 
     def take(self, after: int) -> list[Logged]:
         """The rows handed over after delta id ``after`` (the stream's cursor), in order."""
-        rows = [r for r in self.rows if r.id > after]
-        self.rows.clear()
-        if self.ready.done():
-            self.ready = self.loop.create_future()
+        rows, self.rows = self.rows, []
+        if rows and (len(rows) > 1 or rows[0].id <= after):
+            rows = [r for r in rows if r.id > after]
         self.after = max(self.after, after)
         return rows
 
     def _deliver(self, rows: list[Logged]) -> None:
         self.rows.extend(rows)
-        if not self.ready.done():
-            self.ready.set_result(None)
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 class DeltaFeed:

@@ -21,7 +21,7 @@ from ..events import Cursor, SessionEvent
 from ..outcome import TERMINAL
 from ..records import StatusEvent
 from .deltas import Logged
-from .vocabulary import merge
+from .vocabulary import shown
 from .watch import LiveWatch
 
 __all__ = ["EventBatch", "Limits", "Progress", "Read", "Stop", "cursor_of", "follow"]
@@ -69,9 +69,8 @@ class Progress:
 
     def shown(self, rows: list[Logged]) -> list[SessionEvent]:
         """New deltas handed over between full reads (``LiveWatch``), as events."""
-        merged = merge(self.cursor, [], rows, limit=len(rows) + 1)
-        self.cursor = merged.cursor
-        return merged.events
+        events, self.cursor = shown(self.cursor, rows)
+        return events
 
 
 def cursor_of(after: str | Cursor | None) -> Cursor:
@@ -134,17 +133,19 @@ async def follow(
             yield stop
             return
         # New deltas are shown as the feed hands them over; anything else (or the
-        # safety net's timer) ends the wait with a full read, and its checks above.
+        # safety net's timer) ends the wait with a full read, and its checks above: so
+        # does the time limit or the token's expiry passing between pieces.
+        ends = started + limits.max_duration
         while True:
-            left = [limits.poll_interval, limits.max_duration - (time.monotonic() - started)]
+            left = min(limits.poll_interval, ends - time.monotonic())
             if limits.valid_until is not None:
-                left.append(limits.valid_until - limits.clock())
-            rows = await live.wait(max(0.01, min(left)), progress.cursor)
+                left = min(left, limits.valid_until - limits.clock())
+            if left <= 0:
+                break
+            rows = await live.wait(max(0.01, left), progress.cursor)
             if rows is None:
                 break
             yield Read(progress.shown(rows))
-            if _stop(limits, started, limits.generation) is not None:
-                break  # the checks above
 
 
 def _stop(limits: Limits, started: float, generation: int | None) -> Stop | None:

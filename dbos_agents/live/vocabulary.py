@@ -100,6 +100,20 @@ def merge(
     return Merged(events, Cursor(seq, delta), complete=not full)
 
 
+def shown(after: Cursor, deltas: Sequence[Logged]) -> tuple[list[SessionEvent], Cursor]:
+    """``merge`` of new deltas alone (no message, no wait, nothing held back), as a stream
+    shows the rows its feed hands over: the same events and cursor, without the sorting and
+    cutting a read needs (a stream shows this for every piece)."""
+    seq, delta = after.seq, after.delta
+    events: list[SessionEvent] = []
+    for item in sorted(deltas, key=_key) if len(deltas) > 1 else deltas:
+        delta = item.id
+        if item.after_seq < seq or is_wait_mark(item):  # seen, or a wait (read in full)
+            continue
+        events.append(_delta_event(item, f"{seq}.{delta}"))
+    return events, Cursor(seq, delta)
+
+
 def _delta_event(d: Logged, cursor: str) -> DeltaEvent | RetractEvent | ProgressEvent:
     if d.kind == "progress":
         assert d.tool_call_id is not None and d.name is not None

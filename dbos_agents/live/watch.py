@@ -21,7 +21,7 @@ from ..events import Cursor
 from ..store.db import libpq_url
 from . import announce
 from .deltas import Logged
-from .feed import DeltaFeed
+from .feed import DeltaFeed, Subscription
 from .listen import Listener
 
 
@@ -172,7 +172,7 @@ class LiveWatch:
         seconds passed)."""
         rows = self._sub.take(cursor.delta)
         if not rows and not self.watch.fired():
-            await _either(self.watch.note, self._sub.ready, timeout)
+            await _either(self.watch.note, self._sub, timeout)
             rows = self._sub.take(cursor.delta)
         if self.watch.fired():
             self.watch.rearm()
@@ -193,26 +193,28 @@ class LiveWatch:
 
 
 async def _either(
-    a: asyncio.Future[None],
-    b: asyncio.Future[None],
+    note: asyncio.Future[None],
+    sub: Subscription,
     timeout: float,  # noqa: ASYNC109 -- a bounded wait is the point
 ) -> None:
-    """Until ``a`` or ``b`` is done or ``timeout`` seconds pass: ``asyncio.wait``'s
-    ``FIRST_COMPLETED`` without the sets and callbacks it makes for any number of
-    awaitables (a stream waits once per piece it shows)."""
-    loop = asyncio.get_running_loop()
-    woken = loop.create_future()
+    """Until ``note`` is done, the feed hands ``sub`` rows, or ``timeout`` seconds pass:
+    ``asyncio.wait``'s ``FIRST_COMPLETED`` without the sets and callbacks it makes for any
+    number of awaitables (a stream waits once per piece it shows). The hand-over resolves
+    this wait's future itself."""
+    if sub.rows or note.done():
+        return
+    woken = sub.loop.create_future()
 
     def wake(_: object = None) -> None:
         if not woken.done():
             woken.set_result(None)
 
-    a.add_done_callback(wake)
-    b.add_done_callback(wake)
-    timer = loop.call_later(timeout, wake)
+    sub.waiter = woken
+    note.add_done_callback(wake)
+    timer = sub.loop.call_later(timeout, wake)
     try:
         await woken
     finally:
         timer.cancel()
-        a.remove_done_callback(wake)
-        b.remove_done_callback(wake)
+        note.remove_done_callback(wake)
+        sub.waiter = None

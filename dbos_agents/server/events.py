@@ -38,7 +38,17 @@ from contextlib import aclosing
 from sse_starlette import ServerSentEvent
 
 from ..client import AsyncAgentClient
-from ..events import Cursor, DeltaEvent, PendingEvent, SessionEvent, StateEvent, StatusEvent
+from ..events import (
+    Cursor,
+    DeltaEvent,
+    MessageEvent,
+    PendingEvent,
+    ProgressEvent,
+    RetractEvent,
+    SessionEvent,
+    StateEvent,
+    StatusEvent,
+)
 from .follow import Limits, Stop
 from .follow import follow as follow_log
 
@@ -58,8 +68,21 @@ def encode(e: SessionEvent) -> ServerSentEvent:
     delta's ``tool_call`` when it is a piece of text)."""
     if isinstance(e, StatusEvent | PendingEvent | StateEvent):
         return sse(e.event, e.model_dump_json())
+    return sse(e.event, _data(e), e.cursor)
+
+
+def wire(e: SessionEvent) -> bytes:
+    """``encode(e).encode()``, written here (every piece of every stream passes this): the
+    same bytes, since a cursor and an event name are one line each and pydantic's JSON has
+    no line break, which is all ``ServerSentEvent`` would split or strip."""
+    if isinstance(e, StatusEvent | PendingEvent | StateEvent):
+        return f"event: {e.event}{SEP}data: {e.model_dump_json()}{SEP}{SEP}".encode()
+    return f"id: {e.cursor}{SEP}event: {e.event}{SEP}data: {_data(e)}{SEP}{SEP}".encode()
+
+
+def _data(e: DeltaEvent | RetractEvent | ProgressEvent | MessageEvent) -> str:
     text = isinstance(e, DeltaEvent) and e.tool_call is None
-    return sse(e.event, e.model_dump_json(exclude=_TEXT_PIECE if text else _CURSOR), e.cursor)
+    return e.model_dump_json(exclude=_TEXT_PIECE if text else _CURSOR)
 
 
 _CURSOR = {"cursor"}
@@ -68,7 +91,7 @@ _TEXT_PIECE = {"cursor", "tool_call"}
 
 def chunk(events: list[SessionEvent]) -> bytes:
     """A read's events as one piece of the body: one send, however many events."""
-    return b"".join(encode(e).encode() for e in events)
+    return b"".join([wire(e) for e in events])
 
 
 async def stream_events(

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from dbos_agents.live.deltas import Logged
+from dbos_agents.live.feed import Subscription
 from dbos_agents.live.watch import _either
 
 pytestmark = pytest.mark.asyncio
@@ -29,29 +31,37 @@ class Counted(asyncio.Future[None]):
         return removed
 
 
+def _row(i: int) -> Logged:
+    return Logged(id=i, after_seq=0, run_seq=1, turn=1, attempt=0, part=i, kind="text", text="x")
+
+
 async def test_a_wait_ends_at_the_first_of_two_and_leaves_no_callback() -> None:
     loop = asyncio.get_running_loop()
     note = Counted()
-    for _ in range(3):  # the feed hands over pieces; the watch's note stays unresolved
-        ready: asyncio.Future[None] = loop.create_future()
-        loop.call_soon(ready.set_result, None)
-        await asyncio.wait_for(_either(note, ready, 60.0), 5.0)
-        assert ready.done() and not note.done()
+    sub = Subscription("s", loop, 0)
+    for i in range(3):  # the feed hands over pieces; the watch's note stays unresolved
+        loop.call_soon(sub._deliver, [_row(i + 1)])
+        await asyncio.wait_for(_either(note, sub, 60.0), 5.0)
+        assert [r.id for r in sub.take(i)] == [i + 1] and not note.done()
+        assert sub.waiter is None
     assert note.hung == 0
     loop.call_soon(note.set_result, None)
-    await asyncio.wait_for(_either(note, loop.create_future(), 60.0), 5.0)
+    await asyncio.wait_for(_either(note, sub, 60.0), 5.0)
+    assert sub.take(3) == [] and sub.waiter is None
 
 
 async def test_a_wait_ends_at_its_timeout_or_when_cancelled() -> None:
     loop = asyncio.get_running_loop()
-    note, ready = Counted(), Counted()
-    await asyncio.wait_for(_either(note, ready, 0.01), 5.0)
-    assert not note.done() and not ready.done()
-    waiting = asyncio.ensure_future(_either(note, ready, 60.0))
+    note = Counted()
+    sub = Subscription("s", loop, 0)
+    await asyncio.wait_for(_either(note, sub, 0.01), 5.0)
+    assert not note.done() and sub.waiter is None
+    waiting = asyncio.ensure_future(_either(note, sub, 60.0))
     await asyncio.sleep(0)
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
-    assert (note.hung, ready.hung) == (0, 0)
-    loop.call_soon(ready.set_result, None)  # resolving it later wakes nothing stale
+    assert note.hung == 0 and sub.waiter is None
+    sub._deliver([_row(1)])  # rows handed over later wake nothing stale
     await asyncio.sleep(0.01)
+    assert [r.id for r in sub.take(0)] == [1]
