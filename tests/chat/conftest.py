@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,6 +17,9 @@ from dbos_agents.server import ServerSettings, create_app
 from dbos_agents.server.auth import Authenticate
 from dbos_agents.testing import CrashHarness, WorkerProcess
 from tests.http.conftest import SECRET, LiveServer
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 REPO = Path(__file__).resolve().parents[2]
 JS = REPO / "js"
@@ -99,3 +102,18 @@ def node() -> Callable[..., list[dict[str, Any]]]:
         return lines
 
     return run
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+"""Debian's Chromium (``.ci/setup-browser``): the chat page's tests drive it with playwright."""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium per module (each test opens a context of its own)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield b
+        b.close()

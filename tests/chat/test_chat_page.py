@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from dbos_agents import AgentClient
 from dbos_agents.server.chats import session_of_chat
@@ -23,9 +23,8 @@ from dbos_agents.testing import CrashHarness, WorkerProcess
 from tests.http.conftest import SECRET, LiveServer
 
 from .app import SLOW_REPLY
-from .conftest import JS, REPO, Serve
+from .conftest import CHROMIUM, JS, REPO, Serve
 
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT = os.environ.get("DBOS_AGENTS_CHAT_SCREENSHOT")
 
 pytestmark = [
@@ -38,14 +37,6 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def server(serve: Serve, worker: WorkerProcess) -> LiveServer:
     return serve(chat_page=True, tokens_may_approve=True)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.fixture()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Route, expect
 
 from dbos_agents import AgentClient
 from dbos_agents.errors import SessionNotFoundError
@@ -26,9 +26,8 @@ from dbos_agents.server.chats import session_of_chat
 from dbos_agents.testing import CrashHarness, WorkerProcess
 from tests.http.conftest import SECRET, LiveServer
 
-from .conftest import REPO, Serve
+from .conftest import CHROMIUM, REPO, Serve
 
-CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = os.environ.get("DBOS_AGENTS_CHAT_SCREENSHOTS")
 REPLY = "Done: 2 grinders are on their way."
 FENCE = re.compile(r"^```python\n(# myagent\.py\n.*?)^```", re.M | re.S)
@@ -68,14 +67,6 @@ def strict(serve: Serve, worker: WorkerProcess) -> LiveServer:
 @pytest.fixture(scope="module")
 def lenient(serve: Serve, worker: WorkerProcess) -> LiveServer:
     return serve(chat_page=True, tokens_may_approve=True)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.fixture()

@@ -21,6 +21,7 @@ from ...client import AsyncAgentClient
 from ...client.lookups import INBOX_MAX_ROWS
 from ...delivery import ApprovalDelivery, Delivery, ResultDelivery
 from ...errors import AccessDeniedError, DbosAgentsError, InvalidRequestError
+from ...outcome import SessionInfo
 from ..auth import call_hook
 from ..context import ServerContext
 from . import timeline
@@ -276,9 +277,11 @@ async def submit_result(
 # --- a session -----------------------------------------------------------------------------
 
 
-@router.get("/sessions/{session_id}/timeline")
-async def timeline_page(request: Request, session_id: str) -> Response:
-    """Where a session's time and money went, from our own records (``timeline``)."""
+async def _visible(
+    request: Request, session_id: str
+) -> Response | tuple[Visitor, OperatorSessions, AsyncAgentClient, AsyncAgentClient, SessionInfo]:
+    """A session page's visitor, sign-in store, client, the client narrowed to the visitor,
+    and the session; or the page to answer instead (sign in, 403, 404)."""
     visitor = _operator(request)
     if visitor is None:
         return see_other("/inbox/sign-in")
@@ -291,6 +294,16 @@ async def timeline_page(request: Request, session_id: str) -> Response:
         return _refused(request, 403, str(exc))
     except DbosAgentsError as exc:
         return _refused(request, 404, str(exc))
+    return visitor, sessions, client, scope, info
+
+
+@router.get("/sessions/{session_id}/timeline")
+async def timeline_page(request: Request, session_id: str) -> Response:
+    """Where a session's time and money went, from our own records (``timeline``)."""
+    seen = await _visible(request, session_id)
+    if isinstance(seen, Response):
+        return seen
+    visitor, sessions, _, scope, info = seen
     context = {
         "operator": visitor.operator,
         "tenant": visitor.tenant_id,
@@ -303,18 +316,10 @@ async def timeline_page(request: Request, session_id: str) -> Response:
 
 @router.get("/sessions/{session_id}")
 async def session_page(request: Request, session_id: str) -> Response:
-    visitor = _operator(request)
-    if visitor is None:
-        return see_other("/inbox/sign-in")
-    ctx, sessions = _ctx(request)
-    client = ctx.agent_client()
-    scope = _scope(client, visitor)
-    try:
-        info = await scope.session(session_id)
-    except AccessDeniedError as exc:
-        return _refused(request, 403, str(exc))
-    except DbosAgentsError as exc:
-        return _refused(request, 404, str(exc))
+    seen = await _visible(request, session_id)
+    if isinstance(seen, Response):
+        return seen
+    visitor, sessions, client, scope, info = seen
     history = await scope.history(session_id)
     calls = await client.inbox_session_calls(info.root_session_id)
     if info.parent_session_id is not None:
