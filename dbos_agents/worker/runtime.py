@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
-from dbos import DBOS, AsyncSQLAlchemyDatasource, DBOSClient, DBOSConfig
+from dbos import DBOS, DBOSClient
 
 from .. import _dbos
 from ..agent import Agent
@@ -33,10 +33,11 @@ from ..settings import CLIENT_POOL_SIZE, SYNC_MAX_OVERFLOW, SYNC_POOL_SIZE, Sett
 from ..store import pending, pg, queries, runs
 from ..store.db import create_sync_engine, ensure_database, libpq_url, sqlalchemy_url
 from ..store.locate import locate_database, log_located
-from ..store.migrate import SCHEMA, migrate
+from ..store.migrate import migrate
 from ..store.traced import TracedDBOSClient
 from .handle import Outcomes, SessionHandle
 from .identity import ExecutorClaim
+from .launch_config import datasource, dbos_config
 from .parking import Parker
 from .presence import ListenerWatch, Presence, presence_engine
 from .starts import StartWatch
@@ -161,38 +162,8 @@ class AgentRuntime:
                 contracts={name: contract_of(a) for name, a in self.agents.items()},
             )
             await asyncio.to_thread(self._presence.register)
-        config: DBOSConfig = {
-            "name": s.app_name,
-            "system_database_url": sqlalchemy_url(url),
-            "dbos_system_schema": s.dbos_system_schema,
-            "application_version": s.application_version,
-            "executor_id": executor_id,
-            "log_level": s.dbos_level(),
-            "max_executor_threads": s.max_executor_threads,
-            "sys_db_pool_size": s.system_db_pool_size,
-            # DBOS's system engine pings every checkout, and every DBOS operation checks a
-            # connection out: about a fifth of a resumed turn's round trips. A connection
-            # that died with the server fails its statement instead, which invalidates the
-            # pool and is retried (DBOS's ``db_retry``), as the datasource below does.
-            "db_engine_kwargs": {"pool_pre_ping": False},
-        }
-        DBOS(config=config)
-        ds = await AsyncSQLAlchemyDatasource.create(
-            sqlalchemy_url(url),
-            schema=SCHEMA,
-            engine_kwargs={
-                # Every connection the bound allows is kept once opened: an overflow
-                # connection is closed on return and reopened by the next burst (a new
-                # backend each, milliseconds of Postgres CPU).
-                "pool_size": s.db_pool_size + s.db_max_overflow,
-                "max_overflow": 0,
-                "pool_timeout": s.db_pool_timeout_sec,
-                # No ping per checkout (a round trip each, most of a checkout's CPU): a
-                # connection that died with the server fails its statement, is invalidated
-                # and the write retried (``calls.retry_transient``, DBOS's own retries).
-                "pool_pre_ping": False,
-            },
-        )
+        DBOS(config=dbos_config(s, url, executor_id))
+        ds = await datasource(s, url)
         pg.keep_on(asyncio.get_running_loop())  # where the workflows run (``store/pg``)
         # Parking needs the fast paths (``_dbos``): without them every wait stays in memory.
         self._parker = Parker(s.park_after() if _dbos.fast_paths() else None)
