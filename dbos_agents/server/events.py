@@ -63,18 +63,13 @@ def sse(event: str, data: str | None = None, event_id: str | None = None) -> Ser
     return ServerSentEvent(data, event=event, id=event_id, sep=SEP)
 
 
-def encode(e: SessionEvent) -> ServerSentEvent:
-    """One event on the wire: its cursor is the ``id``, not part of the data (nor a
-    delta's ``tool_call`` when it is a piece of text)."""
-    if isinstance(e, StatusEvent | PendingEvent | StateEvent):
-        return sse(e.event, e.model_dump_json())
-    return sse(e.event, _data(e), e.cursor)
-
-
 def wire(e: SessionEvent) -> bytes:
-    """``encode(e).encode()``, written here (every piece of every stream passes this): the
-    same bytes, since a cursor and an event name are one line each and pydantic's JSON has
-    no line break, which is all ``ServerSentEvent`` would split or strip."""
+    """One event on the wire: its cursor is the ``id``, not part of the data (nor a
+    delta's ``tool_call`` when it is a piece of text). Written here rather than through
+    ``ServerSentEvent`` (every piece of every stream passes this): the same bytes, since a
+    cursor and an event name are one line each and pydantic's JSON has no line break,
+    which is all ``ServerSentEvent`` would split or strip (``tests/unit/test_sse_encoding``
+    holds it to sse-starlette's encoder)."""
     if isinstance(e, StatusEvent | PendingEvent | StateEvent):
         return f"event: {e.event}{SEP}data: {e.model_dump_json()}{SEP}{SEP}".encode()
     return f"id: {e.cursor}{SEP}event: {e.event}{SEP}data: {_data(e)}{SEP}{SEP}".encode()

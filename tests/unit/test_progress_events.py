@@ -20,7 +20,7 @@ from dbos_agents.server.ag_ui.mapping import PROGRESS_EVENT, Mapper
 from dbos_agents.server.ag_ui.stream import encode as encode_ag_ui
 from dbos_agents.server.ag_ui.view import ClientView
 from dbos_agents.server.ai_sdk.mapping import RunParts
-from dbos_agents.server.events import encode
+from dbos_agents.server.events import wire
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 CALL = ToolCall(id="c1", name="crawl", arguments="{}")
@@ -112,9 +112,10 @@ def test_the_merge_gives_each_note_a_cursor_between_its_message_and_the_next() -
 
 
 def test_sse_sends_event_progress_with_the_cursor_as_its_id() -> None:
-    sent = encode(event(1, 0.5))
-    assert (sent.event, sent.id) == ("progress", "2.5")
-    assert json.loads(str(sent.data)) == {
+    fields = wire(event(1, 0.5)).decode().strip().split("\n")
+    sent = dict(line.split(": ", 1) for line in fields)
+    assert (sent["event"], sent["id"]) == ("progress", "2.5")
+    assert json.loads(sent["data"]) == {
         "run": 1,
         "turn": 1,
         "tool_call_id": "c1",

@@ -24,7 +24,7 @@ from dbos_agents.events import (
 )
 from dbos_agents.live.deltas import WAIT_MARK, Logged
 from dbos_agents.live.vocabulary import merge, shown
-from dbos_agents.server.events import SEP, chunk, encode, wire
+from dbos_agents.server.events import SEP, chunk, wire
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 ODD = 'line\nbreak\r\nand \r, \u2028, \x0b, \x85, quote " and é'
@@ -68,7 +68,7 @@ EVENTS: list[SessionEvent] = [
 
 @pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
 def test_each_event_is_the_bytes_sse_starlette_writes(event: SessionEvent) -> None:
-    assert wire(event) == _library(event) == encode(event).encode()
+    assert wire(event) == _library(event)
 
 
 def test_a_chunk_is_its_events_in_order() -> None:
