@@ -1,157 +1,51 @@
 """N sessions at once, T side-effecting tool turns each, on dbos-agents and its durable peers:
 turns/s, CPU per turn (the system's process and its Postgres backends), session times, and
-Postgres transactions (and statements) per turn.
+Postgres transactions, statements and WAL per turn.
 
-Each run is one system, one configuration (N sessions, a model sleeping L ms per call), in
-a process of its own on a database of its own, recreated for the run: bench/concurrency_ours.py
-(an AgentRuntime that starts its sessions with ``runtime.start`` and awaits
-``handle.result()``), or a peer script in ``--concurrent`` mode under bench/peers/.venv
-(LangGraph + AsyncPostgresSaver, default durability; Pydantic AI + DBOS). The child warms
-up with one session, idles ``--settle`` s so the warm-up's statistics reach
-``pg_stat_database``, then starts the N sessions at once on ``GO``; this process samples the
-database's backends meanwhile (bench/_lib/pgwatch.py). Every configuration runs in every
-round; ours runs first in odd rounds, the peers first in even ones. Ours also runs one
-session alone at each model latency: the baseline of its CPU per turn. Method and columns:
-docs/bench-notes/concurrency.md.
+Each run is one system, one configuration, in a process and on a database of its own (the
+window of bench/_lib/pgwatch.py); every configuration runs in every round, ours first in
+odd rounds, and ours also runs one session alone: the baseline of its CPU per turn. Method
+and columns: docs/bench-notes/concurrency.md.
 
     python bench/concurrency.py [--sessions 50,200] [--model-ms 50,1000] [--turns 10]
         [--rounds 2] [--systems ours,langgraph,pydantic_ai] [--settle 11] [--json]
         [--database-url URL] [--db-prefix dbos_agents_bench_conc]
-
-``--database-url`` is any database on the server (default: DBOS_AGENTS_DATABASE_URL, else
-the local one); the systems' databases, ``<prefix>_<system>``, are created beside it and
-dropped after each run. ``--json``: the report on stderr, one JSON object on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from _lib import cli
-from _lib.child import Child
 from _lib.db import LOCAL_SERVER
 from _lib.labels import CONCURRENCY_SYSTEMS
 from _lib.pgwatch import (
+    PEERS_PYTHON,
     STATS_IDLE_FLUSH_SEC,
-    BackendCpu,
-    db_counters,
-    statements,
-    statements_delta,
+    SYSTEMS,
+    admin_engine,
+    run_window,
     statements_unavailable,
-    wait_gone,
 )
-from _lib.procfs import cpu_seconds, loadavg
+from _lib.procfs import loadavg
+from _lib.render import concurrency_section, show, with_goals
 from _lib.stats import pct
-from concurrency_report import print_report, with_goals
 from rich.console import Console
 
-from dbos_agents.testing import create_fresh_database, drop_database
-
-HERE = Path(__file__).resolve().parent
-PEERS_PYTHON = HERE / "peers" / ".venv" / "bin" / "python"
-SCRIPTS = {
-    "ours": (sys.executable, HERE / "concurrency_ours.py"),
-    "langgraph": (str(PEERS_PYTHON), HERE / "peers" / "langgraph_pg.py"),
-    "pydantic_ai": (str(PEERS_PYTHON), HERE / "peers" / "pydantic_ai_dbos.py"),
-}
 METRICS = (
     "wall_s", "turns_per_s", "cpu_ms_per_turn", "pg_cpu_ms_per_turn", "xacts_per_turn",
-    "stmts_per_turn", "new_connections", "new_backends", "backends", "idle_cpu_pct",
+    "stmts_per_turn", "wal_kb_per_turn", "new_connections", "new_backends", "backends",
+    "idle_cpu_pct",
 )  # fmt: skip
 """Per-run figures whose median over the rounds is the row's figure."""
 
 
 def log(msg: str) -> None:
     print(f"[concurrency] {msg}", file=sys.stderr, flush=True)
-
-
-def child(system: str, url: str, sessions: int, turns: int, model_ms: float, err: Any) -> Child:
-    python, script = SCRIPTS[system]
-    cmd = [python, str(script), "--database-url", url, "--concurrent", str(sessions)]
-    cmd += ["--turns", str(turns), "--model-ms", str(model_ms)]
-    env = {k: v for k, v in os.environ.items() if k not in ("DBOS_AGENTS_DATABASE_URL",)}
-    if system != "ours":  # the peers' own venv
-        env = {k: v for k, v in env.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    return Child(cmd, env=env, stderr=err, stdin=subprocess.PIPE)
-
-
-def run_one(
-    admin: sa.Engine,
-    args: argparse.Namespace,
-    system: str,
-    sessions: int,
-    model_ms: float,
-    with_statements: bool,
-) -> dict[str, Any]:
-    """One system, one configuration, in its own process and on its own fresh database."""
-    name = f"{args.db_prefix}_{system}"
-    url = create_fresh_database(args.database_url, name)
-    turns = args.turns
-    with tempfile.TemporaryFile("w+") as err:
-        proc = child(system, url, sessions, turns, model_ms, err)
-        try:
-            proc.expect("READY", 300)
-            idle0 = cpu_seconds(proc.pid)
-            time.sleep(args.settle)  # the warm-up's statistics reach pg_stat_database
-            idle_cpu_pct = 100 * (cpu_seconds(proc.pid) - idle0) / args.settle
-            before, stm0 = (
-                db_counters(admin, name),
-                statements(admin, name) if with_statements else {},
-            )
-            backends = BackendCpu(admin, name)
-            backends.start()
-            proc.send("GO")
-            timeout = 300 + sessions * turns * (0.2 + model_ms / 1000)
-            done = json.loads(proc.expect("DONE", timeout).split(" ", 1)[1])
-            pg = backends.stop()
-            stm = statements_delta(stm0, statements(admin, name)) if with_statements else None
-            proc.close_stdin()
-            proc.join(120)
-            wait_gone(admin, name)
-            delta = db_counters(admin, name).minus(before)
-        except Exception as exc:
-            err.seek(0)
-            tail = "\n".join(err.read().splitlines()[-15:])
-            raise RuntimeError(f"{system} at {sessions} x {model_ms:g} ms: {exc}\n{tail}") from exc
-        finally:
-            proc.stop(30)
-            drop_database(args.database_url, name)
-    n = max(1, done["turns"])
-    secs = done["session_s"]
-    return {
-        "system": system,
-        "sessions": sessions,
-        "model_ms": model_ms,
-        "turns": done["turns"],
-        "failed": done["failed"],
-        "errors": done["errors"],
-        "wall_s": done["wall_s"],
-        "turns_per_s": done["turns"] / done["wall_s"] if done["wall_s"] > 0 else 0.0,
-        "cpu_ms_per_turn": done["cpu_s"] * 1000 / n,
-        "pg_cpu_ms_per_turn": pg.cpu_s * 1000 / n,
-        "backends": pg.backends,
-        "new_backends": pg.new_backends,
-        "gone_backends": pg.gone_backends,
-        "new_connections": delta.sessions,
-        "xacts_per_turn": delta.xacts / n,
-        "rollbacks": delta.xact_rollback,
-        "stmts_per_turn": stm["calls"] / n if stm else None,
-        "top_statements": stm["top"] if stm else None,
-        "idle_cpu_pct": idle_cpu_pct,
-        "session_s": secs,
-        "measures": done.get("measures", ""),
-        "versions": done.get("versions", {}),
-    }
 
 
 def plan(
@@ -175,7 +69,11 @@ def run_rounds(args: argparse.Namespace, admin: sa.Engine, stm: bool) -> list[di
             for system in order:
                 log(f"round {r}/{args.rounds}: {system}, {n} sessions, model {ms:g} ms")
                 try:
-                    row = run_one(admin, args, system, n, ms, stm)
+                    row = run_window(
+                        admin, args.database_url, f"{args.db_prefix}_{system}", system,
+                        sessions=n, turns=args.turns, model_ms=ms, settle=args.settle,
+                        with_statements=stm,
+                    )  # fmt: skip
                 except Exception as exc:
                     log(f"failed: {exc}")
                     row = {"system": system, "sessions": n, "model_ms": ms, "error": str(exc)}
@@ -268,6 +166,15 @@ def float_list(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x.strip()]
 
 
+def print_report(res: dict[str, Any], console: Console) -> None:
+    """The report's section, and each failed run's errors."""
+    show(concurrency_section(res), console)
+    for r in res["rows"]:
+        if r.get("errors") or "error" in r:
+            console.print(f"{r['system']} {r['sessions']} x {r['model_ms']:g} ms:"
+                          f" {r.get('error') or r['errors']}")  # fmt: skip
+
+
 def main() -> None:
     p = cli.parser(__doc__)
     cli.add_database_url(p, from_env=True)
@@ -275,7 +182,7 @@ def main() -> None:
     p.add_argument("--model-ms", type=float_list, default=[50.0, 1000.0], help="L, a list")
     p.add_argument("--turns", type=int, default=10, help="tool-calling turns per session")
     p.add_argument("--rounds", type=int, default=2, help="alternated rounds")
-    p.add_argument("--systems", default=",".join(SCRIPTS), help="ours,langgraph,pydantic_ai")
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="ours,langgraph,pydantic_ai")
     p.add_argument(
         "--settle",
         type=float,
@@ -286,16 +193,14 @@ def main() -> None:
     p.add_argument("--json", action="store_true", help="report on stderr, one JSON object")
     args = p.parse_args()
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    if unknown := set(args.systems) - set(SCRIPTS):
-        p.error(f"unknown systems {sorted(unknown)}; known: {', '.join(SCRIPTS)}")
+    if unknown := set(args.systems) - set(SYSTEMS):
+        p.error(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
     if min([*args.sessions, args.turns, args.rounds]) < 1 or args.settle <= 0:
         p.error("sessions, turns and rounds must be at least 1, --settle above 0")
     if any(s != "ours" for s in args.systems) and not PEERS_PYTHON.exists():
         p.error("the peers need bench/peers/.venv: bash bench/peers/setup.sh")
     args.database_url = args.database_url or LOCAL_SERVER
-    admin = sa.create_engine(
-        sa.make_url(args.database_url).set(drivername="postgresql+psycopg"), pool_size=2
-    )
+    admin = admin_engine(args.database_url)
     console = Console(stderr=args.json, width=160)
     try:
         why_not = statements_unavailable(admin)

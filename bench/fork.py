@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 from _lib import cli
 from _lib.db import database_url
+from _lib.render import rich_table
 from _lib.stats import pct_rounded
-from _lib.tables import rich_table
 from rich.console import Console
 
 from dbos_agents import (

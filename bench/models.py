@@ -32,8 +32,7 @@ from _lib import cli
 from _lib.child import Child
 from _lib.db import LOCAL_SERVER
 from _lib.procfs import loadavg
-from _lib.tables import rich_table
-from rich.console import Console
+from _lib.render import models_section, show
 
 from dbos_agents import Agent, AgentRuntime, Message, Settings, ToolContext, tool
 from dbos_agents.models import AnthropicModel, ModelRequest, OpenAIModel
@@ -240,18 +239,6 @@ def summary(rounds: list[dict[str, float]], ours: str, against: str, unit: str) 
     return out | {"ratio": ratio, "round_ratios": [round(x, 3) for x in ratios], "rounds": rounds}
 
 
-def report(res: dict[str, Any], out: Any) -> None:
-    t = rich_table("medians of the rounds", ("", "value", "against", "ratio", "rounds", "goal"))
-    rows = [("ms per turn: anthropic, openai", res["per_turn"], "anthropic_ms", "openai_ms", 1.1)]
-    rows += [(f"CPU us per piece, {p}: adapter, sdk", v, "adapter_us", "sdk_us", 1.2)
-             for p, v in res["per_piece"].items()]  # fmt: skip
-    for name, v, ours, against, goal in rows:
-        t.add_row(name, f"{v[ours]:.2f}", f"{v[against]:.2f}", f"{v['ratio']:.2f}x",
-                  " ".join(f"{x:.2f}" for x in v["round_ratios"]),
-                  f"<= {goal:.2f}x " + ("met" if v["ratio"] <= goal else "missed"))  # fmt: skip
-    Console(file=out, width=160).print(t)
-
-
 def main() -> None:
     p = cli.parser(__doc__)
     cli.add_database_url(p, from_env=True)
@@ -263,7 +250,7 @@ def main() -> None:
         return serve(args.serve, args.port, args.turns)
     with cli.report_to_stderr(args.json):
         res = run(args)
-        report(res, sys.stdout)
+        show(models_section(res))
     if args.json:
         cli.print_json(res)
 

@@ -1,71 +1,268 @@
 """Crash recovery at scale: SIGKILL a worker with 1,000 sessions in flight, restart it.
 
-The goal (performance issue): "SIGKILL a worker with 1,000 sessions in flight; after
-restart all finish within 20 s, with 0 duplicate effects."
-
-The parent enqueues N sessions before any worker runs (so all are dequeued together);
-worker 1 (``recovery.py --worker``: the real ``serve_forever`` loop, executor id and
-application version pinned) runs the agent ``recovery``, ``--turns`` side-effecting tool
-turns and an answer, each tool inserting an effect row as an external provider would. The
-parent SIGKILLs worker 1 once ``--kill-at`` of the sessions have an effect, then spawns
-worker 2 with the same executor id (DBOS re-enqueues the PENDING workflows at launch) and
-times spawn -> imports -> launch -> all sessions terminal, with the CPU of the worker, the
-Postgres backends and the host. Then the checks: duplicate effects (must be 0), effects
-whose call ended in a ``tool-durability-error``, completed calls without an effect, and
-sessions not completed or stuck. Each step and the findings: docs/bench-notes/recovery.md.
-
-``--profile PATH`` attaches ``py-spy record`` to worker 2 (``--profile-gil``: the GIL holder
-only) and prints the shares per thread, per function handed to an executor thread, and per
-function. When nothing progresses for 15 s, ``pg_stat_activity`` and a ``py-spy dump`` of the
-worker go to ``stall-*.txt`` in the log directory.
+The goal (performance issue): after the restart all sessions finish within 20 s, with 0
+duplicate effects. Worker 1 (``--worker``: the real ``serve_forever`` loop) runs sessions
+whose side-effecting tools each insert an effect row as an external provider would; it is
+SIGKILLed once ``--kill-at`` of them have an effect, and worker 2, with the same executor
+id, recovers them. Each step and the findings: docs/bench-notes/recovery.md.
 
     python bench/recovery.py [--sessions 1000] [--turns 3] [--kill-at 0.8] [--quick]
         [--private-cluster [--max-connections 200]] [--worker-concurrency N]
-        [--timeout 300] [--profile /tmp/rec.txt [--profile-gil]] [--json]
+        [--timeout 300] [--json]
 
-``--quick`` is a smoke run (100 sessions, under a minute). ``--json`` moves the report to
-stderr and prints one JSON object on stdout. By default the database
-``dbos_agents_bench_recovery`` is recreated on ``--server-url`` (the local server at
-127.0.0.1:5432). A worker with unlimited concurrency holds ~60 connections, so on a shared
-server with ``max_connections = 100`` use ``--private-cluster``: a throwaway ``initdb``
-cluster of its own (fsync on), removed at the end.
+A worker with unlimited concurrency holds ~60 connections: on a shared server use
+``--private-cluster`` (a throwaway ``initdb`` cluster, fsync on).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
-import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
-from _lib import cli, pyspy
+from _lib import cli
 from _lib.child import Child
 from _lib.db import LOCAL_SERVER, database_url
-from _lib.procfs import backend_cpu_seconds, cpu_seconds_or_nan, host_cpu, loadavg
-from recovery_db import (
-    TERMINAL,
-    Stall,
-    checks,
-    private_cluster,
-    progress,
-    setup,
-    snapshot,
-    stall_report,
-    start_sessions,
-)
-from recovery_report import Result, report
-from recovery_worker import worker_main
+from _lib.internals import serve_forever
+from _lib.procfs import Meter, cpu_seconds_or_nan, loadavg
+from _lib.render import recovery_section, show
 from rich.console import Console
+
+from dbos_agents import Agent, AgentRuntime, ModelResponse, ToolContext, tool
+from dbos_agents.client import AgentClient
+from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
+from dbos_agents.testing import PrivateCluster
 
 EXECUTOR_ID = "bench-recovery-worker"
 APP_VERSION = "bench-recovery-1"
 DB_NAME = "dbos_agents_bench_recovery"
 POLL_SEC = 0.1
-STALL_SEC = 15.0  # no session finished for this long: py-spy dump the worker
+AGENT = "recovery"
+TOOLS = ("charge", "send_email", "ship")
+EFFECTS = "bench_recovery_effects"
+EFFECT_POOL_SIZE = 4
+TERMINAL = ("completed", "max_turns", "budget_exhausted", "failed", "interrupted")
+TERMINAL_SQL = "(" + ",".join(f"'{s}'" for s in TERMINAL) + ")"
+
+# ---------------------------------------------------------------------------- the worker
+
+
+_POOL: list[asyncio.Queue[psycopg.AsyncConnection[Any]]] = []  # one per worker event loop
+_OPENED: list[int] = []  # effect connections opened so far (at most EFFECT_POOL_SIZE)
+
+
+async def _effect_connection() -> psycopg.AsyncConnection[Any]:
+    """A connection from the effect pool; opening one retries (as a provider client would)
+    while the server refuses connections, so a busy server never loses or hangs an effect."""
+    if not _POOL:
+        _POOL.append(asyncio.Queue())
+    pool = _POOL[0]
+    while True:
+        if pool.empty() and len(_OPENED) < EFFECT_POOL_SIZE:
+            _OPENED.append(1)
+            try:
+                url = os.environ["DBOS_AGENTS_DATABASE_URL"]
+                return await psycopg.AsyncConnection.connect(url, autocommit=True)
+            except psycopg.OperationalError:
+                _OPENED.pop()
+                await asyncio.sleep(0.5)
+                continue
+        try:
+            return await asyncio.wait_for(pool.get(), timeout=0.5)
+        except TimeoutError:
+            continue
+
+
+async def record_effect(ctx: ToolContext) -> None:
+    """The 'provider': one autocommit INSERT on a pooled connection of its own."""
+    conn = await _effect_connection()
+    try:
+        await conn.execute(
+            f"INSERT INTO {EFFECTS} (idempotency_key, session_id, tool_call_id, tool, pid)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            (ctx.idempotency_key, ctx.session_id, ctx.tool_call_id, ctx.tool_name, os.getpid()),
+        )
+    finally:
+        _POOL[0].put_nowait(conn)
+
+
+@tool
+async def charge(ctx: ToolContext, order_id: str, cents: int) -> dict[str, object]:
+    """Charge the customer (side-effecting: at most once)."""
+    await record_effect(ctx)
+    return {"charged": cents, "order_id": order_id}
+
+
+@tool
+async def send_email(ctx: ToolContext, order_id: str, cents: int) -> dict[str, object]:
+    """Email the receipt (side-effecting: at most once)."""
+    await record_effect(ctx)
+    return {"sent": True, "order_id": order_id}
+
+
+@tool
+async def ship(ctx: ToolContext, order_id: str, cents: int) -> dict[str, object]:
+    """Ship the order (side-effecting: at most once)."""
+    await record_effect(ctx)
+    return {"shipped": True, "order_id": order_id}
+
+
+def respond(request: ModelRequest) -> str | ModelResponse:
+    """Turn k < TURNS calls TOOLS[k % 3]; then the final answer."""
+    turn = sum(1 for m in request.messages if m.role == "assistant")
+    turns = int(os.environ.get("BENCH_RECOVERY_TURNS", "3"))
+    if turn < turns:
+        name = TOOLS[turn % len(TOOLS)]
+        return calls(call(name, {"order_id": f"o{turn}", "cents": 100 + turn}))
+    return "done"
+
+
+def worker_main() -> None:
+    """``--worker``: run the bench agent in ``serve_forever`` (the real worker loop)."""
+    agent = Agent(AGENT, "charges, emails, ships", tools=[charge, send_email, ship])
+    rt = AgentRuntime([agent], ScriptedModel(respond=respond))
+    print(f"imported {time.time():.6f}", flush=True)
+    asyncio.run(_serve(rt))
+
+
+async def _serve(rt: AgentRuntime) -> None:
+    """Open the effect 'provider' connections first (an external provider has capacity of
+    its own; taken mid-run from a full server they could wait on connections held by the
+    very tool attempts waiting for them), then the real worker loop."""
+    conns = [await _effect_connection() for _ in range(EFFECT_POOL_SIZE)]
+    for c in conns:
+        _POOL[0].put_nowait(c)
+    await serve_forever(rt)  # prints "dbos-agents worker ready ..." after launch
+
+
+# ---------------------------------------------------------------------------- the database
+
+
+def setup(url: str) -> None:
+    """The effects table: one row per side effect, keyed by the runtime-made idempotency
+    key, with **no** unique constraint, so a duplicate shows up as a second row."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            f"CREATE TABLE {EFFECTS} (id bigserial PRIMARY KEY, idempotency_key text NOT NULL,"
+            " session_id text NOT NULL, tool_call_id text NOT NULL, tool text NOT NULL,"
+            " pid integer NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())"
+        )
+
+
+def start_sessions(url: str, n: int) -> float:
+    """Enqueue n sessions from 8 threads; returns the seconds it took."""
+    t0 = time.perf_counter()
+    with AgentClient(url) as client, ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: client.start(AGENT, f"order {i}"), range(n)))
+    return time.perf_counter() - t0
+
+
+def private_cluster(max_connections: int) -> tuple[PrivateCluster, str]:
+    """A Postgres of our own, with fsync and full_page_writes back on so commits cost what
+    they cost on a normal server."""
+    pg = PrivateCluster()
+    pg.start()
+    with psycopg.connect(pg.url, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET fsync = on")
+        conn.execute("ALTER SYSTEM SET full_page_writes = on")
+        conn.execute(f"ALTER SYSTEM SET max_connections = {int(max_connections)}")
+    pg.restart(mode="fast")  # max_connections needs a restart
+    return pg, pg.url
+
+
+@dataclass
+class Progress:
+    sessions: int
+    terminal: int
+    with_effect: int
+    effects: int
+    last_update: float | None
+    connections: int
+    """Backends connected to the bench database (the parent's own included)."""
+
+
+def progress(conn: psycopg.Connection[Any]) -> Progress:
+    row = conn.execute(
+        f"SELECT (SELECT count(*) FROM dbos_agents.sessions),"
+        f" (SELECT count(*) FROM dbos_agents.sessions WHERE status IN {TERMINAL_SQL}),"
+        f" (SELECT count(DISTINCT session_id) FROM {EFFECTS}),"
+        f" (SELECT count(*) FROM {EFFECTS}),"
+        f" (SELECT extract(epoch FROM max(updated_at)) FROM dbos_agents.sessions"
+        f"  WHERE status IN {TERMINAL_SQL}),"
+        " (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database())"
+    ).fetchone()
+    assert row is not None
+    return Progress(row[0], row[1], row[2], row[3], float(row[4]) if row[4] else None, row[5])
+
+
+def snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """Where every session stands: statuses, DBOS statuses, effects per session."""
+    sessions = dict(conn.execute("SELECT status, count(*) FROM dbos_agents.sessions GROUP BY 1"))
+    workflows = dict(
+        conn.execute(
+            "SELECT status, count(*) FROM dbos.workflow_status"
+            " WHERE name LIKE 'dbos_agents.session.v%' GROUP BY 1"
+        )
+    )
+    per_session = Counter(
+        n
+        for (n,) in conn.execute(
+            f"SELECT count(e.id) FROM dbos_agents.sessions s"
+            f" LEFT JOIN {EFFECTS} e ON e.session_id = s.id GROUP BY s.id"
+        )
+    )
+    (effects,) = conn.execute(f"SELECT count(*) FROM {EFFECTS}").fetchone() or (0,)
+    return {
+        "sessions": sessions,
+        "workflows": workflows,
+        "sessions_by_effects": {str(k): v for k, v in sorted(per_session.items())},
+        "effects": effects,
+    }
+
+
+def checks(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """Duplicates and the effects/ledger agreement, after the recovery."""
+    dup_rows, dup_keys = conn.execute(
+        f"SELECT coalesce(sum(n - 1), 0), count(*) FROM"
+        f" (SELECT count(*) AS n FROM {EFFECTS} GROUP BY idempotency_key HAVING count(*) > 1) d"
+    ).fetchone() or (0, 0)
+    durability = conn.execute(
+        "SELECT count(*) FROM dbos_agents.tool_calls WHERE error_kind = 'tool-durability-error'"
+    ).fetchone()
+    durability_with_effect = conn.execute(
+        f"SELECT count(*) FROM dbos_agents.tool_calls t WHERE t.error_kind ="
+        f" 'tool-durability-error' AND EXISTS"
+        f" (SELECT 1 FROM {EFFECTS} e WHERE e.idempotency_key = t.idempotency_key)"
+    ).fetchone()
+    completed_without_effect = conn.execute(
+        f"SELECT count(*) FROM dbos_agents.tool_calls t WHERE t.status = 'completed' AND NOT"
+        f" EXISTS (SELECT 1 FROM {EFFECTS} e WHERE e.idempotency_key = t.idempotency_key)"
+    ).fetchone()
+    ledger = dict(conn.execute("SELECT status, count(*) FROM dbos_agents.tool_calls GROUP BY 1"))
+    effect_pids = dict(conn.execute(f"SELECT pid, count(*) FROM {EFFECTS} GROUP BY 1"))
+    return {
+        "duplicate_effects": int(dup_rows),
+        "duplicate_keys": int(dup_keys),
+        "durability_errors": durability[0] if durability else 0,
+        "durability_errors_with_effect": durability_with_effect[0] if durability_with_effect else 0,
+        "completed_calls_without_effect": completed_without_effect[0]
+        if completed_without_effect
+        else 0,
+        "ledger": ledger,
+        "effects_by_pid": {str(k): v for k, v in effect_pids.items()},
+    }
+
+
+# ---------------------------------------------------------------------------- the run
 
 
 class Worker(Child):
@@ -111,9 +308,8 @@ class Worker(Child):
 
     def cpu(self) -> tuple[float, float]:
         """(all threads, main thread) CPU seconds so far."""
-        return cpu_seconds_or_nan(f"/proc/{self.pid}/stat"), cpu_seconds_or_nan(
-            f"/proc/{self.pid}/task/{self.pid}/stat"
-        )
+        stat = f"/proc/{self.pid}/stat", f"/proc/{self.pid}/task/{self.pid}/stat"
+        return cpu_seconds_or_nan(stat[0]), cpu_seconds_or_nan(stat[1])
 
 
 def run(args: argparse.Namespace, out: Console) -> Result:
@@ -149,21 +345,16 @@ def _run(args: argparse.Namespace, out: Console, url: str) -> Result:
     w1 = Worker(url, args.turns, logs / "worker-1.log", env)
     deadline = time.monotonic() + args.timeout
     peak1 = 0
-    dumps: list[str] = []
-    stall = Stall(STALL_SEC)
     try:
         while True:
             p = progress(conn)
             peak1 = max(peak1, p.connections)
-            if stall.stalled((p.terminal, p.effects)) and len(dumps) < 2:
-                dumps.append(str(stall_report(w1.pid, conn, logs / f"stall-1-{len(dumps)}.txt")))
-                out.print(f"worker 1: no progress for {STALL_SEC:.0f}s; py-spy dump {dumps[-1]}")
             if p.with_effect >= args.kill_at * n or p.terminal >= 0.1 * n:
                 break
             if w1.proc.poll() is not None:
                 raise RuntimeError(f"worker 1 exited early; log {w1.log_path}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"worker 1 made no progress; log {w1.log_path}; dumps {dumps}")
+                raise RuntimeError(f"worker 1 made no progress; log {w1.log_path}")
             time.sleep(POLL_SEC)
         w1_cpu, w1_main = w1.cpu()
     finally:
@@ -181,28 +372,17 @@ def _run(args: argparse.Namespace, out: Console, url: str) -> Result:
     )
 
     # -- worker 2: same executor id; measure until every session is terminal
-    host0, pg0 = host_cpu(), backend_cpu_seconds(DB_NAME)
+    meter = Meter({}, DB_NAME)
     w2 = Worker(url, args.turns, logs / "worker-2.log", env)
-    prof = None
     deadline = time.monotonic() + args.timeout
     stuck = False
-    cpu_series: list[tuple[float, float, float, int]] = []
     peak2 = 0
-    stall = Stall(STALL_SEC)
     try:
-        if args.profile:
-            flags = ["--threads", *(["--gil"] if args.profile_gil else [])]
-            prof = pyspy.record(w2.pid, args.profile, *flags, stderr=subprocess.PIPE)
         while True:
             p = progress(conn)
             peak2 = max(peak2, p.connections)
-            cpu_all, cpu_main = w2.cpu()
-            cpu_series.append((round(time.time() - w2.t_spawn, 2), cpu_all, cpu_main, p.terminal))
             if p.terminal >= n:
                 break
-            if stall.stalled((p.terminal, p.effects)) and len(dumps) < 4:
-                dumps.append(str(stall_report(w2.pid, conn, logs / f"stall-2-{len(dumps)}.txt")))
-                out.print(f"worker 2: no progress for {STALL_SEC:.0f}s; py-spy dump {dumps[-1]}")
             if w2.proc.poll() is not None:
                 raise RuntimeError(f"worker 2 exited; log {w2.log_path}")
             if time.monotonic() > deadline:
@@ -211,18 +391,13 @@ def _run(args: argparse.Namespace, out: Console, url: str) -> Result:
             time.sleep(POLL_SEC)
         t_seen = time.time()
         w2_cpu, w2_main = w2.cpu()
-        host1, pg1 = host_cpu(), backend_cpu_seconds(DB_NAME)
-        if prof is not None:
-            pyspy.stop(prof)
+        used = meter.read()
     finally:
-        if prof is not None:
-            pyspy.stop(prof)
         w2.drain()
     t_done = t_seen if stuck else (p.last_update or t_seen)
     ready = w2.events.get("ready", float("nan"))
     imported = w2.events.get("imported", float("nan"))
     remaining = n - done_at_kill
-    busy = (host1[0] - host0[0]) / max(1, host1[1] - host0[1])
     res.recovery = {
         "sessions_to_recover": remaining,
         "spawn_to_all_done_sec": round(t_done - w2.t_spawn, 3),
@@ -233,62 +408,52 @@ def _run(args: argparse.Namespace, out: Console, url: str) -> Result:
         "sessions_per_sec_after_ready": round(remaining / max(1e-9, t_done - ready), 1),
         "worker_cpu_sec": round(w2_cpu, 2),
         "worker_main_thread_cpu_sec": round(w2_main, 2),
-        "postgres_cpu_sec": round(pg1 - pg0, 2),
-        "host_cpu_busy_pct": round(100 * busy, 1),
+        "postgres_cpu_sec": used["postgres_cpu_s"],
+        "host_cpu_busy_pct": used["host_busy_pct"],
         "stuck": stuck,
-        "stall_dumps": dumps,
         "peak_connections": peak2,
-        "cpu_series": [
-            (t, round(a, 2), round(m, 2), done) for t, a, m, done in cpu_series[:: max(1, 5)]
-        ],
         "logs": str(logs),
     }
     res.final = snapshot(conn)
     res.checks = checks(conn)
     conn.close()
     res.load_after = loadavg()
-    if prof is not None:
-        try:
-            res.profile = pyspy.summarize(args.profile)
-            res.profile["mode"] = (
-                "--gil: GIL holder only" if args.profile_gil else "wall, all threads"
-            )
-        except OSError as exc:
-            err = prof.stderr.read().decode() if prof.stderr else ""
-            res.profile = {"error": f"{exc}; py-spy: {err[-500:]}"}
     return res
+
+
+@dataclass
+class Result:
+    args: dict[str, Any]
+    versions: dict[str, str]
+    load_before: str
+    enqueue_sec: float = 0.0
+    first_run_sec: float = 0.0
+    at_kill: dict[str, Any] = field(default_factory=dict)
+    recovery: dict[str, Any] = field(default_factory=dict)
+    final: dict[str, Any] = field(default_factory=dict)
+    checks: dict[str, Any] = field(default_factory=dict)
+    load_after: str = ""
+
+
+def report(res: Result, out: Console) -> None:
+    """The report's section, where every session ended, and the logs."""
+    show(recovery_section(res.__dict__), out)
+    final = ", ".join(f"{k} {v}" for k, v in res.final["sessions"].items())
+    out.print(
+        f"final sessions: {final}; stuck: {res.recovery['stuck']}; logs in {res.recovery['logs']}"
+    )
 
 
 def main() -> None:
     p = cli.parser(__doc__)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument(
-        "--server-url", default=LOCAL_SERVER, help=f"server on which {DB_NAME} is recreated"
-    )
-    p.add_argument("--database-url", default=None, help="use this (fresh) database instead")
-    p.add_argument(
-        "--private-cluster",
-        action="store_true",
-        help="run on a throwaway Postgres of our own (initdb, fsync on)",
-    )
-    p.add_argument(
-        "--max-connections",
-        type=int,
-        default=200,
-        help="the private cluster's max_connections (below ~60 the worker runs out)",
-    )
-    cli.options(p, sessions=1000)
-    p.add_argument("--turns", type=int, default=3, help="tool-calling turns per session")
-    p.add_argument(
-        "--kill-at", type=float, default=0.8, help="SIGKILL when this share has an effect"
-    )
-    cli.options(p, queue_polling_interval=0.2)
-    p.add_argument(
-        "--worker-concurrency", type=int, default=0, help="sessions per worker (0: unlimited)"
-    )
+    p.add_argument("--server-url", default=LOCAL_SERVER, help=f"{DB_NAME} is recreated there")
+    p.add_argument("--database-url", help="use this (fresh) database instead")
+    p.add_argument("--private-cluster", action="store_true", help="a throwaway Postgres (initdb)")
+    p.add_argument("--max-connections", type=int, default=200, help="the private cluster's")
+    cli.options(p, sessions=1000, turns=3, kill_at=0.8, queue_polling_interval=0.2)
+    p.add_argument("--worker-concurrency", type=int, default=0, help="0: unlimited")
     p.add_argument("--timeout", type=float, default=300.0, help="per phase; then 'stuck'")
-    p.add_argument("--profile", default=None, help="py-spy raw output path for worker 2")
-    p.add_argument("--profile-gil", action="store_true", help="py-spy --gil (GIL holders only)")
     p.add_argument("--quick", action="store_true", help="smoke run: 100 sessions")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = p.parse_args()

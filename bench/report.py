@@ -1,7 +1,8 @@
 """The report of a bench/all.py run: docs/benchmarks.md and its plots, from the results.
 
 ``write_report`` renders a run's ``results.json`` content; ``render_saved`` renders the last
-saved run again (``python bench/all.py --render-only``).
+saved run again (``python bench/all.py --render-only``). This module holds the head and
+the plots; bench/_lib/render.py renders the sections.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import datetime as dt
 import json
 import sys
 from dataclasses import asdict, dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -18,24 +20,26 @@ from _lib.labels import (
     MIX,
     OURS,
     PRIMARY,
-    RAW_CALL,
     RAW_PRIMARY,
-    SUBMIT_CALL,
     TOOL_MSG,
 )
-from _lib.stats import pct
-from _lib.tables import md_table as table
-from live_sections import chat_ui_section, streaming_section
-from machine import pkg_version
-from sections import (
+from _lib.render import (
+    TurnRow,
+    chat_ui_section,
     concurrency_section,
+    floor_of,
     models_section,
     parked_section,
     parking_section,
     recovery_section,
     start_section,
+    streaming_section,
+    submit_section,
+    table,
+    times,
+    turn_rows,
+    turn_table,
 )
-from turns import TurnRow, floor_of, plot_submit, plot_turns, ratio, turn_rows
 
 
 @dataclass(frozen=True)
@@ -56,18 +60,97 @@ class Sizes:
     conc_model_ms: tuple[int, ...] = (50, 1000)  # concurrency: the model's sleep per call
     conc_turns: int = 10  # concurrency: tool turns per session
     conc_rounds: int = 2  # concurrency: alternated rounds
+    pg_sessions: int = 10  # ms per turn: sessions of each system's Postgres window
 
 
 DEFAULT = Sizes(
     sessions=30, peer_sessions=30, turns=10, sequential=300, raw=100, starts=200,
     parked=2000, burst=1000, recovery=1000, rounds=3,
-    conc_sessions=(200,), conc_model_ms=(50, 1000), conc_turns=10, conc_rounds=2,
+    conc_sessions=(200,), conc_model_ms=(50, 1000), conc_turns=10, conc_rounds=2, pg_sessions=10,
 )  # fmt: skip
 QUICK = Sizes(
     sessions=5, peer_sessions=3, turns=10, sequential=30, raw=10, starts=20,
     parked=200, burst=100, recovery=100, rounds=1,
-    conc_sessions=(5,), conc_model_ms=(20,), conc_turns=2, conc_rounds=1,
+    conc_sessions=(5,), conc_model_ms=(20,), conc_turns=2, conc_rounds=1, pg_sessions=3,
 )  # fmt: skip
+
+
+def require_matplotlib() -> None:
+    """Fail before minutes of benchmarking, not after, when the plots cannot be drawn."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        sys.exit(
+            "bench/all.py needs matplotlib for the plots, which is not a dependency of"
+            " dbos-agents itself.\nInstall the bench extra:  pip install -e '.[bench]'"
+        )
+
+
+def plot_turns(rows: list[TurnRow], floors: dict[str, float | None], path: Path) -> None:
+    """Bars at the median, a whisker to p90, and our per-session samples as dots."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"turn_overhead": "tab:blue", "peers": "tab:orange"}
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(rows) + 1.8))
+    ys = list(range(len(rows)))
+    ax.barh(
+        ys,
+        [r.median for r in rows],
+        xerr=[[0.0] * len(rows), [max(0.0, r.p90 - r.median) for r in rows]],
+        color=[colors[r.source] for r in rows],
+        alpha=0.75,
+        capsize=3,
+    )
+    for y, r in zip(ys, rows, strict=True):
+        if r.samples:
+            ax.scatter(r.samples, [y] * len(r.samples), s=9, color="black", alpha=0.5, zorder=3)
+    for (source, floor), style in zip(floors.items(), ("--", ":"), strict=False):
+        if floor:
+            ax.axvline(floor, color=colors[source], ls=style, lw=1, label=f"floor ({source})")
+    ax.set_yticks(ys, [f"{r.system}  [{r.source}]" for r in rows], fontsize=8)
+    ax.set_xlabel("ms per turn (bar: median, whisker: p90, dots: per-session samples)")
+    ax.set_title("ms per turn, same scripted conversation, same run")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_submit(samples: dict[str, list[float]], path: Path) -> None:
+    """Histogram (log bins) and CDF of submit -> resume next to the raw recv/send floor."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (hist, cdf) = plt.subplots(1, 2, figsize=(11, 4))
+    every = [x for xs in samples.values() for x in xs if x > 0] or [1.0]
+    lo, hi = max(0.1, min(every)), max(every)
+    bins = np.geomspace(lo, hi * 1.01, 40)
+    for label, xs in samples.items():
+        pos = sorted(x for x in xs if x > 0)  # log axis; clock skew could make one <= 0
+        if not pos:
+            continue
+        hist.hist(pos, bins=bins, alpha=0.5, label=label)
+        fractions = [0.0] + [(i + 1) / len(pos) for i in range(len(pos))]
+        cdf.step([pos[0], *pos], fractions, where="post", label=label)
+    for ax in (hist, cdf):
+        ax.set_xscale("log")
+        ax.set_xlabel("ms after the submit (log scale)")
+    hist.set_ylabel("samples")
+    cdf.set_ylabel("fraction of samples")
+    cdf.set_ylim(0, 1.02)
+    cdf.axhline(0.5, color="grey", lw=0.5)
+    cdf.axhline(0.99, color="grey", lw=0.5)
+    hist.legend(fontsize=7)
+    fig.suptitle("client-tool submit -> resume (sequential), with the raw-DBOS floor")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def rounds_table(rows: list[TurnRow], rounds: int) -> list[str]:
@@ -108,6 +191,13 @@ def rounds_table(rows: list[TurnRow], rounds: int) -> list[str]:
     return out
 
 
+def pkg_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "absent"
+
+
 def report(
     results: dict[str, Any],
     *,
@@ -125,9 +215,6 @@ def report(
     floor_a = floor_of(rows, "turn_overhead")
     assert floor_a is not None, "bench/turn_overhead.py always measures its floor"
     floor_b = floor_of(rows, "peers")
-    sub = results["submit_latency"]
-    seq, raw = sub["samples_ms"]["sequential"], sub["samples_ms"]["raw"]
-    raw_p50 = pct(raw[RAW_PRIMARY], 50)
     ours = next(r for r in rows if r.system == OURS)
     mix = next(r for r in rows if r.system == MIX)
 
@@ -208,29 +295,19 @@ def report(
         )
         + ". Each row's headline ratio uses the"
         " floor from its own process (A for turn_overhead rows, B for peers rows); the other"
-        " column is there to show how far apart the two floors are.",
+        " column is there to show how far apart the two floors are. Per turn, for ours and"
+        " each peer: the process's CPU and its Postgres backends' CPU (ms), transactions"
+        " (pg_stat_database), statements (pg_stat_statements) and the server's WAL (KB), from"
+        " a window of sessions one after another, the system alone on a database of its own"
+        " (bench/_lib/pgwatch.py; - where not measured).",
         "",
-        table(
-            ("system", "measured in", "median ms", "p90 ms", "x floor A", "x floor B"),
-            [
-                (
-                    f"**{r.system}**" if r.system == OURS else r.system,
-                    r.source,
-                    f"{r.median:.2f}",
-                    f"{r.p90:.2f}",
-                    ratio(r.median, floor_a),
-                    ratio(r.median, floor_b),
-                )
-                for r in rows
-            ],
-            right_from=2,
-        ),
+        turn_table(rows),
         "",
-        f"Headline: dbos-agents is **{ratio(ours.median, floor_a)}x** the raw-DBOS 2-step floor"
-        f" (floor A) and {ratio(ours.median, mix.median)}x the same-mix floor ({mix.system},"
+        f"Headline: dbos-agents is **{times(ours.median, floor_a)}x** the raw-DBOS 2-step floor"
+        f" (floor A) and {times(ours.median, mix.median)}x the same-mix floor ({mix.system},"
         " i.e. what dbos-agents' own code adds on top of DBOS doing the same writes)"
         + "".join(
-            f"; {r.system} is {ratio(r.median, floor_b)}x (floor B)"
+            f"; {r.system} is {times(r.median, floor_b)}x (floor B)"
             for r in rows
             if r.source == "peers" and not r.floor
         )
@@ -239,43 +316,7 @@ def report(
         *rounds_table(rows, results.get("rounds", 1)),
         f"![ms per turn per system]({img_dir}/ms_per_turn.png)",
         "",
-        "## Client-tool submit -> resume",
-        "",
-        "Sequential: one session at a time waits in a client tool, is armed in `recv`, and is"
-        ' submitted to through `AgentClient.submit_tool_result`; "resumed" means DBOS recorded'
-        " the run's outcome (`workflow_status.updated_at`), which includes the wake-up, the tool"
-        " result write, one more model turn and the run's end. The floor is a raw DBOS workflow"
-        " in `recv_async` woken by `DBOSClient.send`, interleaved with it in the same process.",
-        "",
-        table(
-            ("metric (ms)", "n", "p50", "p90", "p99", "max", "p50 x floor"),
-            [
-                (
-                    name,
-                    str(len(xs)),
-                    *(f"{pct(xs, q):.1f}" for q in (50, 90, 99)),
-                    f"{max(xs):.1f}",
-                    ratio(pct(xs, 50), raw_p50) if vs_floor else "",
-                )
-                for name, xs, vs_floor in (
-                    (f"**dbos-agents: {PRIMARY}**", seq[PRIMARY], True),
-                    (f"dbos-agents: {TOOL_MSG}", seq[TOOL_MSG], True),
-                    (f"dbos-agents: {SUBMIT_CALL}", seq[SUBMIT_CALL], False),
-                    (f"raw DBOS floor: {RAW_PRIMARY}", raw[RAW_PRIMARY], True),
-                    (f"raw DBOS floor: {RAW_CALL}", raw[RAW_CALL], False),
-                )
-            ],
-        ),
-        "",
-        f"Headline: submit -> resume p50 is **{ratio(pct(seq[PRIMARY], 50), raw_p50)}x** the raw"
-        " DBOS send -> recv floor's p50 measured alongside it."
-        + (
-            f" With {len(seq[PRIMARY])} samples p99 is close to the maximum; a larger"
-            " `--sequential` gives a meaningful tail."
-            if len(seq[PRIMARY]) < 200
-            else ""
-        ),
-        "",
+        *submit_section(results["submit_latency"]),
         f"![submit -> resume latency]({img_dir}/submit_resume.png)",
         "",
         *start_section(results["start_latency"]),
@@ -289,13 +330,14 @@ def report(
         "## What each benchmark is",
         "",
         "- `bench/turn_overhead.py`: dbos-agents' durable loop (a model step that records the"
-        " turn and the previous results in one transaction, then a tool step) against raw DBOS workflows doing 2 steps per turn, and 2"
-        " steps + 2 datasource transactions per turn, interleaved session by session.",
+        " turn and the previous results in one transaction, then a tool step) against raw"
+        " DBOS workflows doing 2 steps per turn, and 2 steps + 2 datasource transactions per"
+        " turn, interleaved session by session.",
         "- `bench/peers/run.py`: the same conversation on other durable agent stacks, each in"
         " its own process and database under bench/peers/.venv:",
         *(f"  - {r['system']}: {r['measures']}" for r in results["peers"]),
-        "- `bench/submit_latency.py --concurrent 0`: the sequential section and the raw floor"
-        " (run it alone for the 1,000-waiting-sessions section and `await handle.result()`).",
+        "- `bench/submit_latency.py`: sequential submits and the raw floor (run it alone for"
+        " `await handle.result()`).",
         "- `bench/start_latency.py`: a one-turn session at a time, started in the worker and"
         " through `AgentClient`, interleaved with raw DBOS starts (direct and enqueued).",
         "- `bench/parked.py`: many sessions waiting on a client tool in one worker process"
@@ -315,19 +357,24 @@ def report(
         " delta, a client tool's round trip (worker, server and client in three processes).",
         "- `bench/models.py`: Anthropic's adapter against OpenAI's per turn, and each"
         " adapter's CPU per streamed piece against its SDK's bare stream loop.",
-        "- `bench/http_submit.py` (HTTP submit throughput through `dbos-agents serve`) needs a"
-        " worker and a server process and is run on its own.",
+        "- `bench/fork.py` (fork latency) runs on its own.",
         "",
     ]
     return "\n".join(out)
 
 
-def render_saved(out: Path) -> None:
-    """``--render-only``: the report of the run saved next to ``out``, rendered again (a
-    change to the report's code shows without measuring again)."""
+def render_saved(out: Path, default: Path) -> None:
+    """``--render-only``: the run saved next to ``out`` (else next to ``default``, the
+    last full run's) rendered again, so a change to the report shows without measuring."""
     saved = out.parent / out.stem / "results.json"
     if not saved.exists():
+        saved = default.parent / default.stem / "results.json"
+    if not saved.exists():
         sys.exit(f"[bench/all] no saved run at {saved}: run the benchmarks first")
+    img_dir = out.parent / out.stem
+    img_dir.mkdir(parents=True, exist_ok=True)
+    if saved.parent != img_dir:
+        (img_dir / "results.json").write_text(saved.read_text())
     write_report(out, json.loads(saved.read_text()))
 
 

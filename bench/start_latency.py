@@ -1,44 +1,25 @@
 """Start and result latency: ``start`` -> first model call, last step -> ``result()``.
 
-One session at a time, an agent that answers at once (one model call, no tools), so the
-run is: the start transaction (session row + enqueued workflow), the dequeue, the run's
-first step, the model call, the turn's transaction, the run's end. Measured in one
-process, interleaved session by session with raw-DBOS floors doing the same trips:
-
-- **start -> first model call**: ``perf_counter`` before ``runtime.start(...)`` (or
-  ``AgentClient.start``, which another process would use: it enqueues and the worker must
-  learn of it) to the first line of the scripted model. The floors are
-  ``DBOS.start_workflow_async`` of a one-step workflow (no queue) and ``DBOSClient.enqueue``
-  on a queue polled at the same interval as ours, each to the first line of its step.
-- **last step -> result()**: from the run's end committing (with the ``run:<n>`` outcome
-  event in it) to ``await handle.result()`` returning in the caller. The floor is a raw
-  workflow's last step -> ``await handle.get_result()``.
-
-Both figures wait on whatever DBOS waits on: the queue's polling interval
-(``queue_polling_interval_sec``, 0.2 s by default, the setting this bench runs with) and
-result polling. CPU is reported as the process's CPU ms per session over the measured loop,
-so a faster path that only polls harder shows up there.
+One session at a time with an agent that answers at once, interleaved with raw-DBOS floors
+making the same trips (``DBOS.start_workflow_async``, no queue; ``DBOSClient.enqueue`` on a
+queue polled like ours), so what a start costs over DBOS's own shows. CPU per session is
+reported too, so a faster path that only polls harder shows up. Method:
+docs/bench-notes/README.md, "start_latency.py".
 
     python bench/start_latency.py [--database-url URL] [--sessions 200] [--quick] [--json]
-
-Without --database-url it uses DBOS_AGENTS_DATABASE_URL, else the local server at
-127.0.0.1:5432 (database dbos_agents_bench_start, recreated).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import statistics
 import sys
 import time
 from typing import Any
 
 from _lib import cli, internals
 from _lib.db import database_url
-from _lib.labels import START_ROWS as ROWS
-from _lib.stats import pct_rounded
-from _lib.tables import rich_table
+from _lib.render import show, start_section
 from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle
 from rich.console import Console
 
@@ -89,6 +70,8 @@ async def run(url: str, sessions: int, poll: float) -> dict[str, Any]:
         database_url=url, executor_id="bench", queue_polling_interval_sec=poll, log_level="ERROR"
     )
     rt = AgentRuntime([Agent("bench")], ScriptedModel(respond=respond), settings=settings)
+    listen = DBOS.listen_queues  # the worker listens to its agents' queues: add the raw one
+    DBOS.listen_queues = lambda queues: listen([*queues, RAW_QUEUE])  # type: ignore[method-assign]
     await rt.launch()
     internals.after_run_end(mark_event_done)
     await DBOS.register_queue_async(RAW_QUEUE, polling_interval_sec=poll)
@@ -171,25 +154,6 @@ async def run(url: str, sessions: int, poll: float) -> dict[str, Any]:
     }
 
 
-def report(res: dict[str, Any], out: Any) -> None:
-    table = rich_table(
-        f"start and result latency, ms ({res['sessions']} sessions each, "
-        f"queue polling {res['queue_polling_interval_sec']} s)",
-        ("path", "p50", "p90", "p99", "max", "CPU ms/session"),
-    )
-    for key, label, cpu_key in ROWS:
-        xs = res["samples_ms"][key]
-        table.add_row(
-            label,
-            f"{statistics.median(xs):.1f}",
-            f"{pct_rounded(xs, 90):.1f}",
-            f"{pct_rounded(xs, 99):.1f}",
-            f"{max(xs):.1f}",
-            f"{res['cpu_ms_per_session'][cpu_key]:.1f}" if cpu_key else "",
-        )
-    Console(file=out, width=140).print(table)
-
-
 def main() -> None:
     p = cli.parser(__doc__)
     cli.add_database_url(p, from_env=True)
@@ -201,7 +165,7 @@ def main() -> None:
     args = p.parse_args()
     url = database_url(args.database_url, "dbos_agents_bench_start")
     res = asyncio.run(run(url, 20 if args.quick else args.sessions, args.poll))
-    report(res, sys.stderr if args.json else sys.stdout)
+    show(start_section(res), Console(file=sys.stderr if args.json else sys.stdout))
     if args.json:
         cli.print_json(res)
 

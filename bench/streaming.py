@@ -1,47 +1,49 @@
-"""Live streams: the latency from a piece leaving the model adapter to an SSE reader, and
-what streaming costs per turn (on against off, and against LangGraph streaming its
-messages), in one run.
+"""Live streams: the latency from a piece leaving the model adapter to an SSE reader, and what
+streaming costs per turn (on against off, and against LangGraph streaming its messages).
 
-1. **Latency.** A worker (bench/streaming_worker.py: each piece stamped with the time it
-   leaves the adapter), ``dbos-agents serve`` and this process (the readers) run apart on
-   one database. For each N in ``--streams``, N sessions start at once over HTTP and N
-   readers follow ``GET /sessions/{id}/events`` (``_lib/sse_reader``: a socket each, so the
-   readers take half the CPU httpx took from the cores the server shares); each piece's
-   latency is the reader's clock at arrival minus its stamp. Every piece must arrive exactly
-   once.
-2. **Per turn.** One in-process runtime plays sequential sessions of ``--turns`` tool turns
-   and an answer with ``ScriptedModel`` streaming 8-character pieces (no model latency: the
-   worst case for the overhead), alternating sessions with ``stream_replies`` on and off;
-   ms per turn, delta rows and batches per streamed turn. With ``--peers`` (bench/peers/.venv)
-   LangGraph + AsyncPostgresSaver runs the same conversation streaming its tokens
-   (``stream_mode="messages"``, bench/peers/langgraph_stream.py).
+A stream is what a user watches, so its latency is timed end to end across real processes
+(the worker and ``dbos-agents serve`` of bench/_lib/live.py, and this process's readers),
+and against floors that show what the host and the SSE stack cost without us (``--floor-serve
+local|notify``, ``--floor-produce``: this script as the floor's server and producer). Method
+and findings: docs/bench-notes/streaming.md.
 
     python bench/streaming.py [--streams 1,200] [--pieces 40] [--pace-ms 50]
         [--sessions 20] [--turns 10] [--rounds 3] [--peers] [--json] [--server-url URL]
-        [--server-workers 1] [--latency-rounds 1]
+        [--server-workers 1] [--latency-rounds 1] [--no-floors] [--latency-only]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-from _lib import cli, pyspy, sse_reader
+import psycopg
+import uvicorn
+from _lib import cli, sse_reader
 from _lib.child import Child
 from _lib.db import LOCAL_SERVER
-from _lib.procfs import backend_cpu_seconds, cpu_seconds, host_busy_pct, host_cpu, tree_cpu_seconds
-from _lib.serve import wait_healthy
+from _lib.live import processes, stamps, worker_args
+from _lib.procfs import Meter
+from _lib.render import show, streaming_section
 from _lib.stats import pct
 from rich.console import Console
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Route
 
+from dbos_agents import Settings
 from dbos_agents.testing import create_fresh_database, drop_database
 from dbos_agents.testing.cluster import free_port
 
@@ -57,11 +59,10 @@ async def _read(base: str, path: str, token: str, out: list[float]) -> tuple[int
     def on_event(kind: str, data: bytes, now: float) -> bool:
         nonlocal pieces, first
         if kind == "delta":
-            for stamp in json.loads(data)["text"].split(";"):
-                if stamp:
-                    out.append((now - float(stamp)) * 1000)
-                    first = first or float(stamp)
-                    pieces += 1
+            for stamp in stamps(json.loads(data)["text"]):
+                out.append((now - stamp) * 1000)
+                first = first or stamp
+                pieces += 1
         return kind == "status"
 
     url = httpx.URL(base)
@@ -117,92 +118,29 @@ def pooled(
     return row
 
 
-def _cpu(who: str, pid: int) -> float:
-    """The server's processes (``--workers``) together; the others alone (the readers'
-    process is the parent of the rest)."""
-    return tree_cpu_seconds(pid) if who == "server" else cpu_seconds(pid)
-
-
 def latency(
     server_url: str,
     streams: list[int],
     pieces: int,
     pace_ms: float,
-    profile: Path | None = None,
     server_workers: int = 1,
     rounds: int = 1,
 ) -> list[dict[str, Any]]:
     """Each N in ``streams``, ``rounds`` times on one worker and server; CPU per round."""
     name = "dbos_agents_bench_streaming"
-    url = create_fresh_database(server_url, name)
-    env = {**os.environ, "DBOS_AGENTS_DATABASE_URL": url}
-    port = free_port()
-    worker = Child(
-        [
-            sys.executable,
-            str(HERE / "streaming_worker.py"),
-            "--database-url",
-            url,
-            "--pieces",
-            str(pieces),
-            "--pace-ms",
-            str(pace_ms),
-        ],
-        env=env,
-    )
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dbos_agents.cli",
-            "serve",
-            "--allow-unauthenticated",
-            "--port",
-            str(port),
-            "--database-url",
-            url,
-            "--workers",
-            str(server_workers),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "w"),  # noqa: SIM115
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        worker.expect("READY", 120)
-        wait_healthy(base, server)
+    live = worker_args(pieces, pace_ms, lead_ms=3000, jitter_ms=0)
+    with processes(server_url, name, live, server_workers) as (base, worker, server_pid):
         rows = []
         for n in streams:
-            spies = []
-            if profile is not None and n == max(streams):
-                profile.mkdir(parents=True, exist_ok=True)
-                for who, pid in (("worker", worker.proc.pid), ("server", server.pid)):
-                    spies.append(pyspy.record(pid, profile / f"streaming_{who}_{n}.txt"))
-            pids = {"worker": worker.proc.pid, "server": server.pid, "readers": os.getpid()}
-            cpu0 = {who: _cpu(who, pid) for who, pid in pids.items()}
-            pg0, host0 = backend_cpu_seconds(name), host_cpu()
-            try:
-                row = pooled(
-                    n, pieces, [asyncio.run(latency_round(base, n)) for _ in range(rounds)]
-                )
-            finally:
-                for spy in spies:
-                    pyspy.stop(spy)
-            for who, pid in pids.items():
-                row[f"{who}_cpu_s"] = round((_cpu(who, pid) - cpu0[who]) / rounds, 2)
-            row["postgres_cpu_s"] = round((backend_cpu_seconds(name) - pg0) / rounds, 2)
-            row["host_busy_pct"] = round(host_busy_pct(host0), 1)
-            row["profiled"] = bool(spies)
+            # the server with its --workers; the readers' process is the parent of the rest
+            pids = {"worker": worker.pid, "server": server_pid, "readers": os.getpid()}
+            meter = Meter(pids, name, tree=("server",))
+            row = pooled(n, pieces, [asyncio.run(latency_round(base, n)) for _ in range(rounds)])
+            row |= meter.read(per=rounds)
+            row["profiled"] = False
             row["server_workers"] = server_workers
             rows.append(row)
         return rows
-    finally:
-        server.terminate()
-        worker.proc.terminate()
-        server.wait(30)
-        worker.proc.wait(60)
-        drop_database(server_url, name)
 
 
 def _wait_for_port(port: int, timeout: float = 60) -> None:
@@ -223,11 +161,11 @@ FLOORS = {"local": "floor: SSE stack only", "notify": "floor: + pg_notify from a
 def floor(
     server_url: str, mode: str, n: int, pieces: int, pace_ms: float, ramp_ms: float
 ) -> dict[str, Any]:
-    """bench/streaming_floor.py's ``mode`` with ``n`` streams started over ``ramp_ms`` (as
+    """The floor ``mode`` with ``n`` streams started over ``ramp_ms`` (as
     our own sessions started in the round before), read by the same readers."""
     name = "dbos_agents_bench_floor"
     url = create_fresh_database(server_url, name) if mode == "notify" else None
-    script = str(HERE / "streaming_floor.py")
+    script = str(Path(__file__).resolve())
     common = ["--streams", str(n), "--pieces", str(pieces), "--pace-ms", str(pace_ms)]
     offsets = [i * ramp_ms / max(1, n - 1) for i in range(n)]
     port = free_port()
@@ -236,18 +174,15 @@ def floor(
     if url:
         spread = ",".join(f"{o:.1f}" for o in offsets)
         producer = Child(
-            [sys.executable, script, "--produce", *db, *common, "--offsets-ms", spread]
+            [sys.executable, script, "--floor-produce", *db, *common, "--offsets-ms", spread]
         )
         producer.expect("READY", 60)
-    cmd = [sys.executable, script, "--serve", mode, "--port", str(port), *common, *db]
+    cmd = [sys.executable, script, "--floor-serve", mode, "--port", str(port), *common, *db]
     server = subprocess.Popen(cmd)
     try:
         _wait_for_port(port)
         pids = {"server": server.pid, "readers": os.getpid()}
-        if producer is not None:
-            pids["worker"] = producer.proc.pid
-        cpu0 = {who: cpu_seconds(pid) for who, pid in pids.items()}
-        pg0, host0 = backend_cpu_seconds(name), host_cpu()
+        meter = Meter({"worker": producer.pid, **pids} if producer else pids, name)
         base = f"http://127.0.0.1:{port}"
 
         async def run() -> list[tuple[int, float]]:
@@ -255,12 +190,7 @@ def floor(
             return await asyncio.gather(*(_read(base, path, "", out) for path in paths))
 
         out: list[float] = []
-        row = _figures(n, pieces, asyncio.run(run()), out)
-        for who in ("worker", "server", "readers"):
-            pid = pids.get(who)
-            row[f"{who}_cpu_s"] = round(cpu_seconds(pid) - cpu0[who], 2) if pid else 0.0
-        row["postgres_cpu_s"] = round(backend_cpu_seconds(name) - pg0, 2)
-        row["host_busy_pct"] = round(host_busy_pct(host0), 1)
+        row = {"worker_cpu_s": 0.0, **_figures(n, pieces, asyncio.run(run()), out), **meter.read()}
         row["profiled"] = False
         row["label"] = FLOORS[mode]
         return row
@@ -275,9 +205,14 @@ def floor(
 
 
 def per_turn(server_url: str, sessions: int, turns: int, rounds: int) -> dict[str, Any]:
-    cmd = [sys.executable, str(HERE / "streaming_turns.py"), "--server-url", server_url]
+    name = "dbos_agents_bench_streaming_turns"
+    url = create_fresh_database(server_url, name)
+    cmd = [sys.executable, str(HERE / "turn_overhead.py"), "--streaming", "--database-url", url]
     cmd += ["--sessions", str(sessions), "--turns", str(turns), "--rounds", str(rounds)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    try:
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    finally:
+        drop_database(server_url, name)
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return result
 
@@ -288,7 +223,13 @@ def peer(server_url: str, sessions: int, turns: int) -> dict[str, Any] | None:
     name = "dbos_agents_bench_lg_stream"
     url = create_fresh_database(server_url, name)
     try:
-        cmd = [str(PEER_PY), str(HERE / "peers" / "langgraph_stream.py"), "--database-url", url]
+        cmd = [
+            str(PEER_PY),
+            str(HERE / "peers" / "langgraph_pg.py"),
+            "--stream",
+            "--database-url",
+            url,
+        ]
         cmd += ["--sessions", str(sessions), "--turns", str(turns)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=HERE / "peers")
         lines = [json.loads(x) for x in out.stdout.strip().splitlines() if x.startswith("{")]
@@ -298,48 +239,106 @@ def peer(server_url: str, sessions: int, turns: int) -> dict[str, Any] | None:
         drop_database(server_url, name)
 
 
-def report(console: Console, lat: list[dict[str, Any]], turns: dict[str, Any] | None) -> None:
-    console.print(
-        "\n[bold]Adapter -> SSE reader[/bold] (ms; pieces stamped as they leave the adapter)"
-    )
-    console.print(
-        "| streams | pieces | p50 | p90 | p99 | max | sessions with a wrong count"
-        " | starts spread ms | CPU s: worker | server | readers | Postgres | host busy % |"
-    )
-    console.print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in lat:
-        console.print(
-            f"| {r['streams']}{' (py-spy)' if r['profiled'] else ''}"
-            f"{' (' + r['label'] + ')' if r.get('label') else ''} | {r['pieces']}"
-            f" | {r['p50_ms']} | {r['p90_ms']} | {r['p99_ms']} | {r['max_ms']}"
-            f" | {r['sessions_with_wrong_count']} | {r['ramp_ms']} | {r['worker_cpu_s']}"
-            f" | {r['server_cpu_s']}"
-            f" | {r['readers_cpu_s']} | {r['postgres_cpu_s']} | {r['host_busy_pct']} |"
-        )
-    for r in lat:
-        if r.get("rounds", 1) > 1:
-            each = ", ".join(f"{x:g}" for x in r["round_p99_ms"])
-            console.print(
-                f"{r['streams']} streams: {r['rounds']} rounds pooled; p99 per round {each}"
-            )
-    if turns is None:
-        return
-    console.print("\n[bold]Per turn[/bold] (ms, median of the rounds' medians)")
-    console.print("| system | ms per turn | x streaming off | delta rows / turn | batches / turn |")
-    console.print("|---|---:|---:|---:|---:|")
-    off = turns["off_ms"]
-    console.print(f"| dbos-agents, streaming off | {off} | 1.00x | 0 | - |")
-    console.print(
-        f"| dbos-agents, streaming on | {turns['on_ms']} | {turns['on_ms'] / off:.2f}x"
-        f" | {turns['rows_per_turn']} | {turns['batches_per_turn']} |"
-    )
-    lg = turns.get("langgraph_stream")
-    if lg is not None:
-        ms = lg["ms_per_turn_median"]
-        console.print(
-            f"| LangGraph + AsyncPostgresSaver, streaming | {ms} | {ms / off:.2f}x | - | - |"
-        )
-        console.print(f"\nours (streaming) / LangGraph (streaming): {turns['on_ms'] / ms:.2f}x")
+# ---------------------------------------------------------------------------- the floors
+
+CHANNEL = "bench_floor"
+GO = "bench_floor_go"
+
+
+def _delta(stamp: str) -> ServerSentEvent:
+    return ServerSentEvent(json.dumps({"text": stamp + ";"}), event="delta", sep="\n")
+
+
+def _status() -> ServerSentEvent:
+    return ServerSentEvent('{"status": "completed"}', event="status", sep="\n")
+
+
+def app(mode: str, streams: int, pieces: int, pace: float, database_url: str | None) -> Starlette:
+    queues: dict[int, asyncio.Queue[str]] = {}
+    go = asyncio.Event()
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def listen() -> None:
+        assert database_url is not None
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(f"LISTEN {CHANNEL}")
+            for note in conn.notifies():
+                i, _, stamp = note.payload.partition(":")
+                q = queues.get(int(i))
+                if q is not None and loop is not None:
+                    loop.call_soon_threadsafe(q.put_nowait, stamp)
+
+    async def connected() -> None:
+        if len(queues) == streams and not go.is_set():
+            go.set()
+            if mode == "notify":
+                assert database_url is not None
+                async with await psycopg.AsyncConnection.connect(
+                    database_url, autocommit=True
+                ) as conn:
+                    await conn.execute(f"NOTIFY {GO}")
+
+    async def local(i: int, offset: float) -> AsyncIterator[ServerSentEvent]:
+        await go.wait()
+        await asyncio.sleep(offset)
+        for k in range(pieces):
+            if k:
+                await asyncio.sleep(pace)
+            yield _delta(f"{time.time():.6f}")
+        yield _status()
+
+    async def forwarded(q: asyncio.Queue[str]) -> AsyncIterator[ServerSentEvent]:
+        while (stamp := await q.get()) != "end":
+            yield _delta(stamp)
+        yield _status()
+
+    async def stream(request: Request) -> EventSourceResponse:
+        nonlocal loop
+        loop = asyncio.get_running_loop()
+        i = int(request.path_params["i"])
+        q: asyncio.Queue[str] = asyncio.Queue()
+        queues[i] = q
+        await connected()
+        offset = float(request.query_params.get("offset", "0"))
+        body = local(i, offset) if mode == "local" else forwarded(q)
+        return EventSourceResponse(body, sep="\n")
+
+    if mode == "notify":
+        threading.Thread(target=listen, daemon=True).start()
+    return Starlette(routes=[Route("/floor/{i}", stream)])
+
+
+async def produce(
+    database_url: str, offsets: list[float], pieces: int, pace: float, flush: float
+) -> None:
+    pending: list[str] = []
+    done = 0
+
+    async def one(i: int, offset: float) -> None:
+        nonlocal done
+        await asyncio.sleep(offset)
+        for k in range(pieces):
+            if k:
+                await asyncio.sleep(pace)
+            pending.append(f"{i}:{time.time():.6f}")
+        pending.append(f"{i}:end")
+        done += 1
+
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as listen:
+        await listen.execute(f"LISTEN {GO}")
+        print("READY", flush=True)
+        async for _ in listen.notifies(stop_after=1):
+            break
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        tasks = [asyncio.create_task(one(i, o)) for i, o in enumerate(offsets)]
+        while done < len(offsets) or pending:
+            await asyncio.sleep(flush)
+            if pending:
+                batch, pending[:] = list(pending), []
+                await conn.execute(
+                    "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) p", (CHANNEL, batch)
+                )
+        await asyncio.gather(*tasks)
 
 
 def main() -> None:
@@ -350,7 +349,6 @@ def main() -> None:
     p.add_argument("--streams", default="1,200")
     p.add_argument("--peers", action="store_true")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--profile", type=Path, help="py-spy the worker and server at the largest N")
     p.add_argument("--latency-only", action="store_true", help="skip the per-turn part")
     p.add_argument(
         "--server-workers", type=int, default=1, help="dbos-agents serve --workers (processes)"
@@ -363,8 +361,23 @@ def main() -> None:
         help="rounds of each N, their pieces pooled (CPU per round)",
     )
     cli.options(p, pieces=40, pace_ms=50.0, sessions=20, turns=10, rounds=3)
+    p.add_argument("--floor-serve", choices=list(FLOORS), help=argparse.SUPPRESS)
+    p.add_argument("--floor-produce", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--offsets-ms", default="", help=argparse.SUPPRESS)
+    p.add_argument("--database-url", help=argparse.SUPPRESS)
+    flush_ms = Settings.model_fields["stream_flush_sec"].default * 1000
+    cli.options(p, port=0, flush_ms=flush_ms)
     args = p.parse_args()
     streams = [int(x) for x in args.streams.split(",") if x]
+    pace = args.pace_ms / 1000
+    if args.floor_produce:
+        offsets = [float(x) / 1000 for x in args.offsets_ms.split(",") if x]
+        asyncio.run(produce(args.database_url, offsets, args.pieces, pace, args.flush_ms / 1000))
+        return
+    if args.floor_serve:
+        served = app(args.floor_serve, streams[0], args.pieces, pace, args.database_url)
+        uvicorn.run(served, host="127.0.0.1", port=args.port, log_level="warning")
+        return
     with cli.report_to_stderr(args.json):
         console = Console()
         console.print(f"[streaming] latency: {streams} streams, {args.pieces} pieces each")
@@ -373,7 +386,6 @@ def main() -> None:
             streams,
             args.pieces,
             args.pace_ms,
-            args.profile,
             args.server_workers,
             args.latency_rounds,
         )
@@ -396,7 +408,7 @@ def main() -> None:
             turns = per_turn(args.server_url, args.sessions, args.turns, args.rounds)
             if args.peers:
                 turns["langgraph_stream"] = peer(args.server_url, args.sessions, args.turns)
-        report(console, lat, turns)
+        show(streaming_section({"latency": lat, "per_turn": turns}), console)
     if args.json:
         cli.print_json({"latency": lat, "per_turn": turns, "versions": cli.versions()})
 

@@ -1,35 +1,21 @@
-"""Client-tool submit -> resume latency, and 1,000 sessions waiting at once, in one run.
+"""Client-tool submit -> resume latency against DBOS's own ``send`` -> ``recv``.
 
-A submit should cost little more than DBOS's own ``send`` -> ``recv``, so the floor is
-measured in the same process, interleaved with ours (drift hits both):
+A submit should cost little more than DBOS's ``send`` -> ``recv``, so the floor (a workflow
+in ``DBOS.recv_async`` woken by ``DBOSClient.send``) is measured in the same process,
+interleaved with ours. "Resumed" is the run's outcome row (``workflow_status.updated_at``),
+read after the fact, so no poll sits on the critical path. Many sessions waiting at once:
+bench/parked.py. Definitions and findings: docs/bench-notes/submit_latency.md.
 
-1. Sequential: one session at a time waits in the client tool ``confirm``, is armed in
-   ``recv``, and is submitted to through ``AgentClient.submit_tool_result``.
-2. Concurrent (``--concurrent``): N sessions wait at once; the worker's threads and RSS
-   while they wait, then a submit to every one from 8 threads and the drain.
-3. Raw-DBOS floor: a workflow in ``DBOS.recv_async`` woken by ``DBOSClient.send``.
-
-"Resumed" means the run finished: ``dbos.workflow_status.updated_at`` of its outcome, read
-after the fact, so no poll sits on the critical path (``await handle.result()`` polls every
-1 s; a few samples of it are printed apart). Definitions and findings:
-docs/bench-notes/submit_latency.md.
-
-    python bench/submit_latency.py [--database-url URL] [--sequential 1000]
-        [--concurrent 1000] [--start-wave 100] [--raw 200] [--handle-samples 5] [--quick]
-        [--json]
-
-``--concurrent 0`` skips section 2. ``--json`` moves the report to stderr and prints one JSON
-line of every latency sample (ms) on stdout, for bench/all.py's tables and plots.
-
-Without --database-url it uses DBOS_AGENTS_DATABASE_URL, else the local server at
-127.0.0.1:5432 (database dbos_agents_bench_submit, recreated).
+    python bench/submit_latency.py [--database-url URL] [--sequential 1000] [--raw 200]
+        [--handle-samples 5] [--quick] [--json]
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
+import os
 import time
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -45,23 +31,13 @@ from _lib.labels import (
     SUBMIT_CALL,
     TOOL_MSG,
 )
-from _lib.procfs import CpuMeter
-from _lib.stats import pct
+from _lib.procfs import Meter
+from _lib.render import show, submit_section
+from _lib.stats import pct as nearest
 from _lib.timing import finish_times, timed_submit, tool_message_times, wait_armed
 from _lib.timing import wait_pending_armed as _wait_pending_armed
 from dbos import DBOS, WorkflowHandleAsync
 from rich.console import Console
-from rich.markup import escape
-from submit_concurrent import SUBMIT_THREADS, Concurrent, ErrorLog, concurrent
-from submit_report import (
-    Metrics,
-    Phase,
-    Snapshot,
-    errors_table,
-    latency_table,
-    phase_table,
-    snapshot_table,
-)
 
 from dbos_agents import AgentRuntime
 from dbos_agents.client import AgentClient
@@ -70,6 +46,14 @@ RAW_TOPIC = "bench.raw"
 FINISH_POLL_SEC = 0.02  # after t0: coarser, so polling steals less CPU from the run
 
 console = Console()
+
+
+@dataclass
+class Metrics:
+    rows: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, name: str, value_ms: float) -> None:
+        self.rows.setdefault(name, []).append(value_ms)
 
 
 @DBOS.workflow(name="bench.raw_wait")
@@ -87,9 +71,6 @@ def timed_send(client: AgentClient, wf: str) -> tuple[float, float]:
     p0 = time.perf_counter()
     client.dbos.send(wf, {"ok": True}, topic=RAW_TOPIC)
     return t0, (time.perf_counter() - p0) * 1000
-
-
-# ---------------------------------------------------------------------------- sections 1 and 3
 
 
 async def one_session(rt: AgentRuntime, client: AgentClient, m: Metrics) -> None:
@@ -140,42 +121,11 @@ async def handle_result_samples(rt: AgentRuntime, client: AgentClient, n: int) -
     return out
 
 
-def print_concurrent(c: Concurrent, baseline: Snapshot) -> None:
-    waiting = c.snaps[2]
-    armed = int(waiting.label.split()[0])
-    console.print(snapshot_table(f"2. worker process while {armed} sessions wait in recv", c.snaps))
-    console.print(
-        f"while waiting vs baseline: threads +{waiting.threads - baseline.threads}"
-        f" ({(waiting.threads - baseline.threads) / max(1, armed):.3f} per session),"
-        f" RSS +{waiting.rss_mb - baseline.rss_mb:.1f} MB"
-        f" ({(waiting.rss_mb - baseline.rss_mb) * 1024 / max(1, armed):.1f} KB per session)"
-    )
-    if c.metrics.rows:
-        console.print(
-            latency_table(
-                f"2. submit -> resume under load: {armed} waiting sessions,"
-                f" submitted from {SUBMIT_THREADS} threads",
-                c.metrics,
-                PRIMARY,
-            )
-        )
-    console.print(phase_table("2. phases", c.phases))
-    for problem in c.problems:
-        console.print(f"[red]2. PROBLEM: {escape(problem)}[/red]")
-
-
-async def run(
-    url: str, sequential: int, n_concurrent: int, wave: int, n_raw: int, handles: int
-) -> dict[str, Any]:
-    """Print the report; return every latency sample (ms) for ``--json``.
-
-    ``n_concurrent=0`` skips section 2 (bench/all.py wants sections 1+3 only)."""
+async def run(url: str, sequential: int, n_raw: int, handles: int) -> dict[str, Any]:
+    """Print the report; return every latency sample (ms) for ``--json``."""
     settings = asker_settings(database_url=url, executor_id="bench-submit")
     rt = asker_runtime(settings, timedelta(minutes=30))
     await rt.launch()
-    baseline = Snapshot.take("just after launch (baseline)")
-    errors = ErrorLog()
-    logging.getLogger("dbos").addFilter(errors)
     client = AgentClient(url, settings=settings)
     try:
         # Warm up both paths.
@@ -184,77 +134,37 @@ async def run(
 
         ours, raw = Metrics(), Metrics()
         every = max(1, sequential // max(1, n_raw))
-        cpu = CpuMeter()
+        cpu = Meter({"worker": os.getpid()})
         for i in range(max(sequential, n_raw)):
             if i % every == 0 and len(raw.rows.get(RAW_CALL, [])) < n_raw:
                 await one_raw(client, raw)
             if i < sequential:
                 await one_session(rt, client, ours)
-        seq_phase: Phase = (
-            f"sections 1+3: {sequential} sessions + {n_raw} raw, one at a time",
-            *cpu.read(),
-        )
+        wall, worker_cpu = cpu.wall, cpu.read()["worker_cpu_s"]
         while len(raw.rows.get(RAW_CALL, [])) < n_raw:
             await one_raw(client, raw)
         handle_ms = await handle_result_samples(rt, client, handles)
 
+        caller = {k: nearest(m.rows[k], 50) for m, k in ((ours, CALLER_SAW), (raw, RAW_CALLER_SAW))}
         console.print(
-            latency_table(
-                f"1. sequential submit -> resume, {sequential} sessions one at a time",
-                ours,
-                PRIMARY,
-            )
+            f"p50 {CALLER_SAW}: {caller[CALLER_SAW]:.1f} ms; {RAW_CALLER_SAW}:"
+            f" {caller[RAW_CALLER_SAW]:.1f} ms. await handle.result() right after a submit (DBOS"
+            f" polls results every 1 s): {', '.join(f'{x:.0f}' for x in handle_ms)} ms. Per"
+            f" sequential session incl. start, dequeue and polling:"
+            f" {wall / max(1, sequential) * 1000:.0f} ms wall,"
+            f" {worker_cpu / max(1, sequential) * 1000:.0f} ms worker CPU."
         )
-        console.print(
-            latency_table(
-                f"3. raw-DBOS floor: recv_async woken by DBOSClient.send, {n_raw} iterations",
-                raw,
-                RAW_PRIMARY,
-            )
-        )
-        if handle_ms:
-            console.print(
-                "await handle.result() right after submit (DBOS 1 s result polling): "
-                + ", ".join(f"{x:.0f}" for x in handle_ms)
-                + " ms"
-            )
-        console.print(phase_table("1+3. cost of the sequential loop", [seq_phase]))
-        console.print(
-            f"per sequential session incl. start, dequeue and polling: "
-            f"{seq_phase[1] / max(1, sequential) * 1000:.0f} ms wall,"
-            f" {(seq_phase[2] or 0) / max(1, sequential) * 1000:.0f} ms worker CPU"
-        )
-
-        ours_p50 = pct(ours.rows[PRIMARY], 50)
-        raw_p50 = pct(raw.rows[RAW_PRIMARY], 50)
-        tool_p50 = pct(ours.rows[TOOL_MSG], 50)
-
-        c: Concurrent | None = None
-        if n_concurrent > 0:  # 0: sections 1+3 only (bench/all.py)
-            c = await concurrent(client, n_concurrent, wave, baseline)
-            print_concurrent(c, baseline)
-        if errors.counts:
-            console.print(errors_table(errors.counts))
-
-        print(f"ratio {ours_p50 / raw_p50:.2f}  (sequential p50 submit->run finished / raw p50)")
-        print(
-            f"ratio to tool message {tool_p50 / raw_p50:.2f}"
-            "  (sequential p50 submit->tool message recorded / raw p50)"
-        )
-        return {
+        result = {
             "sequential": sequential,
             "raw": n_raw,
-            "concurrent": n_concurrent,
             "primary": PRIMARY,
             "raw_primary": RAW_PRIMARY,
-            "samples_ms": {
-                "sequential": ours.rows,
-                "raw": raw.rows,
-                "concurrent": c.metrics.rows if c else {},
-            },
+            "samples_ms": {"sequential": ours.rows, "raw": raw.rows},
             "handle_result_ms": handle_ms,
             "versions": cli.versions(),
         }
+        show(submit_section(result), console)
+        return result
     finally:
         client.close()
         await rt.shutdown()
@@ -263,16 +173,8 @@ async def run(
 def main() -> None:
     p = cli.parser(__doc__)
     cli.add_database_url(p, from_env=True)
-    cli.options(p, sequential=1000, concurrent=1000)
-    p.add_argument(
-        "--start-wave",
-        type=int,
-        default=100,
-        help="section 2: start sessions in waves of this many, each armed before the next"
-        " (0 = all at once)",
-    )
-    cli.options(p, raw=200, handle_samples=5)
-    p.add_argument("--quick", action="store_true", help="smoke run: 50/50/20, 2 handle samples")
+    cli.options(p, sequential=1000, raw=200, handle_samples=5)
+    p.add_argument("--quick", action="store_true", help="smoke run: 50/20, 2 handle samples")
     p.add_argument(
         "--json",
         action="store_true",
@@ -280,19 +182,10 @@ def main() -> None:
     )
     args = p.parse_args()
     if args.quick:
-        args.sequential, args.concurrent, args.raw, args.handle_samples = 50, 50, 20, 2
+        args.sequential, args.raw, args.handle_samples = 50, 20, 2
     url = database_url(args.database_url, "dbos_agents_bench_submit")
     with cli.report_to_stderr(args.json):
-        result = asyncio.run(
-            run(
-                url,
-                args.sequential,
-                args.concurrent,
-                args.start_wave,
-                args.raw,
-                args.handle_samples,
-            )
-        )
+        result = asyncio.run(run(url, args.sequential, args.raw, args.handle_samples))
     if args.json:
         cli.print_json(result)
 

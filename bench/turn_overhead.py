@@ -1,58 +1,57 @@
-"""Per-turn overhead of the durable agent loop against the raw-DBOS floor, in one run.
+"""ms per turn of the durable agent loop against raw-DBOS floors, in one process.
 
-One "turn" is one model step plus one side-effecting tool call (ScriptedModel, no network).
-The floor is a raw DBOS async workflow doing two async steps per iteration. Both loop K
-times inside one workflow, so start/queue latency is amortized and the per-turn cost is
-what is compared. The worker runs with default settings (a 0.2 s queue poll as the
-safety net; starts are claimed on notification), as users run it.
+One turn is one model step plus one side-effecting tool call (ScriptedModel, no network);
+the floors are raw DBOS workflows doing 2 steps, and 2 steps + 2 datasource transactions,
+per turn, interleaved session by session with ours so drift hits every path equally.
 
-    python bench/turn_overhead.py [--database-url URL] [--turns 20] [--sessions 10] [--json]
-    python bench/turn_overhead.py --tracing on   # spans exported to a local OTLP receiver
-    python bench/turn_overhead.py --tracing-ab 3  # rounds of off / on / a build without tracing
-    python bench/turn_overhead.py --tracing alternate  # on and off in one process
+    python bench/turn_overhead.py [--database-url URL] [--turns 20] [--sessions 10]
+        [--pg-sessions 10] [--json]
+    python bench/turn_overhead.py --streaming --database-url URL [--sessions 20] [--rounds 3]
+    python bench/turn_overhead.py --database-url URL --concurrent N [--model-ms L] [--sequential]
 
-Without --database-url it uses DBOS_AGENTS_DATABASE_URL, else the local server at
-127.0.0.1:5432 (database dbos_agents_bench, recreated). ``--json`` prints one JSON line
-(every path's per-session samples, median and p90, plus versions) instead of the table, so
-bench/all.py can run this in its own process (DBOS is a process singleton) and plot the
-distributions.
+``--pg-sessions K``: ours' Postgres figures per turn from a window of K sessions
+(bench/_lib/pgwatch.py; 0 skips it). ``--streaming``: streaming on against off
+(bench/streaming.py's per-turn part). ``--concurrent N``: a window's child.
 """
 
 from __future__ import annotations
 
 import asyncio
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import sqlalchemy as sa
 from _lib import cli, internals
 from _lib.db import database_url
 from _lib.labels import MIX, OURS, RAW
-from _lib.tables import rich_table
+from _lib.pgwatch import per_turn_pg
+from _lib.render import show, turn_rows, turn_table
 from dbos import DBOS
-from peers._common import p90
-from rich.console import Console
+from peers._common import add_concurrency_args, burst, p90
 
 from dbos_agents import Agent, AgentRuntime, ModelResponse, Settings, ToolContext, tool
 from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
 
-OURS_CPU_MS: list[float] = []
-"""CPU ms per turn of the process (every thread: the span exporter's too) during ours."""
 TURNS = 20  # set by --turns before the runtime launches; respond() reads it
+STREAMED = False  # --streaming: each tool turn says a sentence, the answer ~200 characters
+SAY, ANSWER = "Let me charge that order now. ", "All ten orders are charged. " * 7
 
 
 @tool
 async def charge(ctx: ToolContext, order_id: str, cents: int) -> dict[str, object]:
+    """Charge an order (trivial; side-effecting, so run at most once)."""
     return {"charged": cents, "key": ctx.idempotency_key}
 
 
 def respond(request: ModelRequest) -> str | ModelResponse:
     turn = sum(1 for m in request.messages if m.role == "assistant")
     if turn < TURNS:
-        return calls(call("charge", {"order_id": f"o{turn}", "cents": 100}))
-    return "done"
+        return calls(
+            call("charge", {"order_id": f"o{turn}", "cents": 100}), text=SAY if STREAMED else None
+        )
+    return ANSWER if STREAMED else "done"
 
 
 @DBOS.step(name="bench.raw_model")
@@ -70,7 +69,6 @@ _RAW_TX: list[Callable[[int], Awaitable[int]]] = []
 
 @DBOS.workflow(name="bench.raw_mix")
 async def raw_mix(turns: int) -> int:
-    """The design's irreducible mix per turn: 2 steps + 2 datasource transactions."""
     (tx,) = _RAW_TX
     for i in range(turns):
         await raw_model(i)
@@ -88,269 +86,147 @@ async def raw_loop(turns: int) -> int:
     return turns
 
 
-async def run(url: str, sessions: int) -> dict[str, list[float]]:
-    """Per-session ms per turn of each path, keyed by path label (RAW, MIX, OURS)."""
-    # Replies not streamed: the peers this row is compared with do not stream theirs.
-    # Streaming's own cost, and ours against LangGraph both streaming: bench/streaming.py.
-    settings = Settings(
-        database_url=url, executor_id="bench", log_level="ERROR", stream_replies=False
-    )
-    rt = AgentRuntime(
+def runtime(url: str, model: Any = None, **settings: Any) -> AgentRuntime:
+    return AgentRuntime(
         [Agent("bench", tools=[charge], max_turns=TURNS + 1)],
-        ScriptedModel(respond=respond),
-        settings=settings,
+        model or ScriptedModel(respond=respond),
+        settings=Settings(database_url=url, log_level="ERROR", **settings),
     )
+
+
+async def ours(rt: AgentRuntime, prompt: str = "go") -> tuple[float, float, str]:
+    """One session: (ms per model call, CPU ms per model call, session id)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    h = await rt.start("bench", prompt)
+    out = await h.result()
+    assert out.status == "completed" and out.turns == TURNS + 1, out
+    per = (TURNS + 1) / 1000
+    return (time.perf_counter() - t0) / per, (time.process_time() - c0) / per, h.session_id
+
+
+async def raw(workflow: Any) -> float:
+    t0 = time.perf_counter()
+    await (await DBOS.start_workflow_async(workflow, TURNS)).get_result()
+    return (time.perf_counter() - t0) * 1000 / TURNS
+
+
+async def run(url: str, sessions: int) -> tuple[dict[str, list[float]], list[float]]:
+    """Per-session ms per turn of each path (RAW, MIX, OURS), and ours' CPU ms per turn."""
+    # Replies not streamed: the peers this row is compared with do not stream theirs.
+    rt = runtime(url, executor_id="bench", stream_replies=False)
     await rt.launch()
     _RAW_TX.append(internals.raw_datasource_tx())
-    # Warm up both paths.
-    await (await rt.start("bench", "warm")).result()
-    await (await DBOS.start_workflow_async(raw_loop, TURNS)).get_result()
-
-    await (await DBOS.start_workflow_async(raw_mix, TURNS)).get_result()
-
-    raw_ms: list[float] = []
-    mix_ms: list[float] = []
-    ours_ms: list[float] = []
-    for _ in range(sessions):  # interleave so drift hits all paths equally
-        t0 = time.perf_counter()
-        await (await DBOS.start_workflow_async(raw_loop, TURNS)).get_result()
-        raw_ms.append((time.perf_counter() - t0) * 1000 / TURNS)
-        t0 = time.perf_counter()
-        await (await DBOS.start_workflow_async(raw_mix, TURNS)).get_result()
-        mix_ms.append((time.perf_counter() - t0) * 1000 / TURNS)
-        t0, c0 = time.perf_counter(), time.process_time()
-        out = await (await rt.start("bench", "go")).result()
-        ours_ms.append((time.perf_counter() - t0) * 1000 / (TURNS + 1))
-        OURS_CPU_MS.append((time.process_time() - c0) * 1000 / (TURNS + 1))
-        assert out.status == "completed" and out.turns == TURNS + 1, out
+    await ours(rt, "warm")
+    await raw(raw_loop)
+    await raw(raw_mix)
+    samples: dict[str, list[float]] = {RAW: [], MIX: [], OURS: []}
+    cpu: list[float] = []
+    for _ in range(sessions):
+        samples[RAW].append(await raw(raw_loop))
+        samples[MIX].append(await raw(raw_mix))
+        ms, cpu_ms, _ = await ours(rt)
+        samples[OURS].append(ms)
+        cpu.append(cpu_ms)
     await rt.shutdown()
-    return {RAW: raw_ms, MIX: mix_ms, OURS: ours_ms}
+    return samples, cpu
 
 
-async def run_alternating(url: str, sessions: int) -> dict[str, list[float]]:
-    """Ours with spans on and off in one process, session by session in alternating order
-    (``--tracing alternate``): the exporter to the local receiver stays up, and "off" makes
-    the loop's spans see no tracer, as with nothing configured. One process, so the
-    comparison is free of the between-process spread of the ``--tracing-ab`` rounds."""
-    import dbos_agents.loop.spans as loop_spans
-    import dbos_agents.traces.spans as trace_spans
-    from dbos_agents.traces import tracer
-
-    settings = Settings(
-        database_url=url, executor_id="bench", log_level="ERROR", stream_replies=False
-    )
-    rt = AgentRuntime(
-        [Agent("bench", tools=[charge], max_turns=TURNS + 1)],
-        ScriptedModel(respond=respond),
-        settings=settings,
-    )
+async def streaming(url: str, sessions: int, rounds: int) -> dict[str, Any]:
+    """Streaming on against off, alternated: medians of the rounds' medians, and per streamed
+    turn the delta rows and the announcer's batches."""
+    rt = runtime(url, ScriptedModel(respond=respond, chunk_chars=8), executor_id="bench-stream")
     await rt.launch()
-    real = tracer()
-    assert real is not None, "--tracing alternate needs tracing configured (it sets it up)"
-    await (await rt.start("bench", "warm")).result()
-    wall: dict[str, list[float]] = {"on": [], "off": []}
-    cpu: dict[str, list[float]] = {"on": [], "off": []}
-    for i in range(2 * sessions):
-        mode = ("on", "off")[(i + i // 2) % 2]  # on off off on on off ...
-        found = (lambda: real) if mode == "on" else (lambda: None)
-        loop_spans.tracer = trace_spans.tracer = found  # type: ignore[assignment]
-        t0, c0 = time.perf_counter(), time.process_time()
-        out = await (await rt.start("bench", "go")).result()
-        wall[mode].append((time.perf_counter() - t0) * 1000 / (TURNS + 1))
-        cpu[mode].append((time.process_time() - c0) * 1000 / (TURNS + 1))
-        assert out.status == "completed", out
-    await rt.shutdown()
-    return {f"{k} {m}": v for k, d in (("ms", wall), ("cpu ms", cpu)) for m, v in d.items()}
-
-
-def print_alternating(samples: dict[str, list[float]]) -> None:
-    med = {k: statistics.median(v) for k, v in samples.items()}
-    print(f"ours, ms per turn (median of {len(samples['ms on'])} sessions each, one process):")
-    for kind in ("ms", "cpu ms"):
-        on, off = med[f"{kind} on"], med[f"{kind} off"]
-        print(f"  {kind:>6}: on {on:.3f}  off {off:.3f}  ratio on/off {on / off:.3f}")
-
-
-def print_table(samples: dict[str, list[float]], sessions: int) -> None:
-    """The human-readable report (the default output)."""
-    raw_ms, mix_ms, ours_ms = samples[RAW], samples[MIX], samples[OURS]
-    raw, mix, ours = (statistics.median(x) for x in (raw_ms, mix_ms, ours_ms))
-    table = rich_table(
-        f"ms per turn (median of {sessions} sessions x {TURNS} turns)",
-        ("path", "median", "min", "max"),
-    )
-    table.add_row(RAW, f"{raw:.2f}", f"{min(raw_ms):.2f}", f"{max(raw_ms):.2f}")
-    table.add_row(
-        MIX,
-        f"{mix:.2f}",
-        f"{min(mix_ms):.2f}",
-        f"{max(mix_ms):.2f}",
-    )
-    table.add_row(
-        OURS,
-        f"{ours:.2f}",
-        f"{min(ours_ms):.2f}",
-        f"{max(ours_ms):.2f}",
-    )
-    Console().print(table)
-    print(f"ratio {ours / raw:.2f}  (against 2 raw steps, the issue's floor)")
-    print(f"ratio vs same-mix floor {ours / mix:.2f}  (our own code on top of DBOS)")
-
-
-def main() -> None:
-    p = cli.parser(__doc__)
-    cli.add_database_url(p, from_env=True)
-    cli.options(p, sessions=10)
-    p.add_argument("--turns", type=int, default=TURNS, help="tool-calling turns per session")
-    p.add_argument(
-        "--json", action="store_true", help="print one JSON line with the samples instead"
-    )
-    p.add_argument("--tracing", choices=("off", "on", "alternate"), default="off")
-    p.add_argument("--tracing-ab", type=int, default=0, metavar="ROUNDS")
-    p.add_argument("--base", default="/tmp/ab-base", help="a checkout without tracing code")
-    args = p.parse_args()
-    if args.tracing_ab:
-        tracing_ab(args)
-        return
-    sink = _traced() if args.tracing != "off" else None
-    _set_turns(args.turns)
-    url = database_url(args.database_url, "dbos_agents_bench")
-    if args.tracing == "alternate":
-        print_alternating(asyncio.run(run_alternating(url, args.sessions)))
-        return
-    samples = asyncio.run(run(url, args.sessions))
-    if sink is not None:
-        import urllib.request
-
-        from opentelemetry import trace
-
-        during = urllib.request.urlopen(sink).read().decode()
-        trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
-        total = urllib.request.urlopen(sink).read().decode()
-        print(f"OTLP batches received: {during} during the run, {total} in all", file=sys.stderr)
-    if args.json:
-        cli.print_json(as_json(samples, args.sessions))
-    else:
-        print_table(samples, args.sessions)
-
-
-_SINK = """
-import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-class Sink(BaseHTTPRequestHandler):
-    received = 0
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        Sink.received += 1
-        self.send_response(200)
-        self.send_header("content-length", "0")
-        self.end_headers()
-
-    def do_GET(self):  # how many batches came
-        body = str(Sink.received).encode()
-        self.send_response(200)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
-print(server.server_address[1], flush=True)
-server.serve_forever()
-"""
-
-
-def _traced() -> str:
-    """Spans on: the standard variables point the exporter at a local OTLP receiver (a
-    process of its own that accepts every batch, so its CPU is not counted as ours), read
-    at the first span. Returns the receiver's address."""
-    import atexit
-    import os
-    import subprocess
-
-    sink = subprocess.Popen([sys.executable, "-c", _SINK], stdout=subprocess.PIPE, text=True)
-    atexit.register(sink.kill)
-    assert sink.stdout is not None
-    url = f"http://127.0.0.1:{sink.stdout.readline().strip()}"
-    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = url
-    os.environ.setdefault("OTEL_SERVICE_NAME", "bench-turn-overhead")
-    os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")  # exports during the run, not after
-    return url
-
-
-def tracing_ab(args: Any) -> None:
-    """Rounds of three processes in a rotating order: tracing off, tracing on, and this
-    script on ``--base`` (a checkout without tracing code, first on PYTHONPATH); prints each
-    round's medians of ms per turn and the ratios on/off and off/base."""
-    import json
-    import os
-    import resource
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    variants = {
-        "off": ([sys.executable, __file__, "--tracing", "off"], env),
-        "on": ([sys.executable, __file__, "--tracing", "on"], env),
-        "base": ([sys.executable, __file__], {**env, "PYTHONPATH": args.base}),
+    announcer = internals.announcer()
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    medians: dict[bool, list[float]] = {True: [], False: []}
+    rows = batches = streamed = 0
+    try:
+        for on in (True, False):  # warm-up
+            rt.settings.stream_replies = on
+            await ours(rt)
+        for r in range(rounds):
+            ms: dict[bool, list[float]] = {True: [], False: []}
+            for _ in range(sessions):
+                for on in (True, False) if r % 2 == 0 else (False, True):
+                    rt.settings.stream_replies = on
+                    f0 = announcer.flushes
+                    per_turn, _, sid = await ours(rt)
+                    ms[on].append(per_turn)
+                    if on:
+                        batches += announcer.flushes - f0
+                        streamed += TURNS + 1
+                        with engine.connect() as conn:
+                            sql = "SELECT count(*) FROM dbos_agents.deltas WHERE session_id = :s"
+                            rows += conn.execute(sa.text(sql), {"s": sid}).scalar_one()
+            for on in (True, False):
+                medians[on].append(statistics.median(ms[on]))
+    finally:
+        engine.dispose()
+        await rt.shutdown()
+    return {
+        "on_ms": round(statistics.median(medians[True]), 3),
+        "off_ms": round(statistics.median(medians[False]), 3),
+        "rounds_on_ms": [round(x, 3) for x in medians[True]],
+        "rounds_off_ms": [round(x, 3) for x in medians[False]],
+        "rows_per_turn": round(rows / streamed, 2),
+        "batches_per_turn": round(batches / streamed, 2),
+        "turns": TURNS,
+        "sessions": sessions,
     }
-    common = ["--json", "--sessions", str(args.sessions), "--turns", str(args.turns)]
-    if args.database_url:
-        common += ["--database-url", args.database_url]
-    medians: dict[str, list[float]] = {k: [] for k in variants}
-    cpu: dict[str, list[float]] = {k: [] for k in variants}
-    turn_cpu: dict[str, list[float]] = {k: [] for k in variants}
-    order = list(variants)
-    for r in range(args.tracing_ab):
-        for name in order[r % 3 :] + order[: r % 3]:
-            cmd, penv = variants[name]
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            out = subprocess.run(
-                cmd + common, env=penv, cwd="/", capture_output=True, text=True, check=True
-            )
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            result = json.loads(out.stdout.strip().splitlines()[-1])
-            row = next(x for x in result["rows"] if x["system"] == OURS)
-            medians[name].append(row["ms_per_turn_median"])
-            cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-            turn_cpu[name].append(result["ours_cpu_ms_per_turn_median"])
-        print(
-            f"round {r + 1}: off {medians['off'][-1]:.2f}  on {medians['on'][-1]:.2f}  "
-            f"base {medians['base'][-1]:.2f} ms/turn; CPU ms/turn: off {turn_cpu['off'][-1]:.2f}"
-            f"  on {turn_cpu['on'][-1]:.2f}  base {turn_cpu['base'][-1]:.2f}",
-            flush=True,
+
+
+class SleepingModel:
+    """``respond``'s turns, each after ``sleep_ms`` of ``asyncio.sleep`` (like a network
+    call; set after the warm-up)."""
+
+    name = "scripted-sleeping"
+
+    def __init__(self) -> None:
+        self.sleep_ms = 0.0
+        self._inner = ScriptedModel(respond=respond, name=self.name)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        if self.sleep_ms:
+            await asyncio.sleep(self.sleep_ms / 1000)
+        return await self._inner.complete(request)
+
+
+async def window(url: str, sessions: int, model_ms: float, sequential: bool) -> None:
+    """A window's child: sessions started with ``runtime.start`` and awaited in the worker,
+    as the peers start theirs in their own processes."""
+    model = SleepingModel()
+    rt = runtime(url, model, executor_id="bench-concurrency")
+    await rt.launch()
+
+    async def one(i: int) -> int:
+        out = await (await rt.start("bench", f"go {i}")).result()
+        if out.status != "completed" or out.turns != TURNS + 1:
+            raise RuntimeError(f"session {i}: {out.status}, {out.turns} turns ({out.error})")
+        return TURNS
+
+    try:
+        await one(-1)  # warm-up, no model latency
+        model.sleep_ms = model_ms
+        how = "one after another" if sequential else "at once"
+        await burst(
+            sessions,
+            one,
+            sequential,
+            measures=f"runtime.start -> handle.result() x {sessions} {how}, in the worker",
+            versions=cli.versions(),
         )
-    off, on, base = (statistics.median(medians[k]) for k in ("off", "on", "base"))
-    print(f"median ms per turn: off {off:.2f}  on {on:.2f}  base (no tracing code) {base:.2f}")
-    print(f"ratio on/off {on / off:.3f}  (goal <= 1.10)")
-    print(f"ratio off/base {off / base:.3f}  (goal: within the noise)")
-    spread = [max(v) / min(v) for v in medians.values()]
-    print(f"round-to-round spread (max/min of a variant): {max(spread):.3f}")
-    # CPU is steadier than wall time on a shared host (every thread's, the exporter's too).
-    t_off, t_on, t_base = (statistics.median(turn_cpu[k]) for k in ("off", "on", "base"))
-    print(f"median CPU ms per turn: off {t_off:.2f}  on {t_on:.2f}  base {t_base:.2f}")
-    print(f"CPU ratio on/off {t_on / t_off:.3f}  off/base {t_off / t_base:.3f}")
-    c_off, c_on, c_base = (statistics.median(cpu[k]) for k in ("off", "on", "base"))
-    print(f"median CPU s of a whole process: off {c_off:.2f}  on {c_on:.2f}  base {c_base:.2f}")
+    finally:
+        await rt.shutdown()
 
 
-def _set_turns(turns: int) -> None:
-    """respond() and the raw workflows read the module-level TURNS."""
-    global TURNS
-    TURNS = turns
-
-
-def as_json(samples: dict[str, list[float]], sessions: int) -> dict[str, Any]:
-    """One result object: rows shaped like bench/peers/_common.emit's, plus the samples."""
+def as_json(samples: dict[str, list[float]], cpu: list[float], sessions: int) -> dict[str, Any]:
+    """Rows shaped like bench/peers/_common.emit's, plus the samples."""
     divisors = {RAW: TURNS, MIX: TURNS, OURS: TURNS + 1}
     return {
         "sessions": sessions,
         "turns": TURNS,
         "versions": cli.versions(),
-        "ours_cpu_ms_per_turn_median": round(statistics.median(OURS_CPU_MS), 3),
+        "ours_cpu_ms_per_turn_median": round(statistics.median(cpu), 3),
         "rows": [
             {
                 "system": label,
@@ -365,6 +241,43 @@ def as_json(samples: dict[str, list[float]], sessions: int) -> dict[str, Any]:
             for label, xs in samples.items()
         ],
     }
+
+
+def print_table(result: dict[str, Any]) -> None:
+    ms = {r["system"]: r["ms_per_turn_median"] for r in result["rows"]}
+    show([f"ms per turn, {result['sessions']} sessions x {TURNS} turns; ours / the same mix:"
+          f" {ms[OURS] / ms[MIX]:.2f}", "", turn_table(turn_rows({"turn_overhead": result, "peers": []}))])  # fmt: skip
+
+
+def main() -> None:
+    global TURNS, STREAMED
+    p = cli.parser(__doc__)
+    cli.add_database_url(p, from_env=True)
+    cli.options(p, sessions=10, pg_sessions=10, rounds=3)
+    p.add_argument("--turns", type=int, default=TURNS, help="tool-calling turns per session")
+    p.add_argument("--streaming", action="store_true", help="streaming on against off")
+    p.add_argument("--json", action="store_true", help="one JSON line on stdout")
+    add_concurrency_args(p)
+    args = p.parse_args()
+    TURNS = args.turns
+    if args.concurrent:
+        asyncio.run(window(args.database_url, args.concurrent, args.model_ms, args.sequential))
+        return
+    url = database_url(args.database_url, "dbos_agents_bench")
+    if args.streaming:
+        STREAMED = True
+        cli.print_json(asyncio.run(streaming(url, args.sessions, args.rounds)))
+        return
+    samples, cpu = asyncio.run(run(url, args.sessions))
+    result = as_json(samples, cpu, args.sessions)
+    if args.pg_sessions:
+        db = f"{sa.make_url(url).database}_pg"
+        row = next(r for r in result["rows"] if r["system"] == OURS)
+        row["pg"] = per_turn_pg(url, db, "ours", args.pg_sessions, TURNS)
+    with cli.report_to_stderr(args.json):
+        print_table(result)
+    if args.json:
+        cli.print_json(result)
 
 
 if __name__ == "__main__":

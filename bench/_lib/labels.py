@@ -1,5 +1,5 @@
 """Row and metric labels that the scripts print and put in their JSON, and that
-bench/report.py and bench/sections.py look up in docs/benchmarks/results.json: one place,
+bench/report.py and bench/_lib/render.py look up in docs/benchmarks/results.json: one place,
 so the two sides cannot drift apart."""
 
 from __future__ import annotations
@@ -37,3 +37,7 @@ CONCURRENCY_SYSTEMS = {
     "langgraph": "LangGraph + AsyncPostgresSaver (default durability, pool of 20)",
     "pydantic_ai": "Pydantic AI + DBOS (capability, tool as step)",
 }
+
+# the per-turn Postgres figures (bench/_lib/pgwatch.py's window) the per-turn rows carry
+PER_TURN = ("cpu_ms_per_turn", "pg_cpu_ms_per_turn", "xacts_per_turn", "stmts_per_turn",
+            "wal_kb_per_turn")  # fmt: skip

@@ -1,31 +1,42 @@
-"""One database's cost on the Postgres server, read from outside while a system runs on it:
-the CPU of the backends serving it, its ``pg_stat_database`` counters and, where the server
-preloads it, ``pg_stat_statements``.
-
-Every read goes through ``engine``, which should be connected to *another* database of the
-same server (the bench's ``postgres``), so the reads' own backend is never counted. The
-backends are found in ``pg_stat_activity`` by database name (a system on a database of its
-own owns every client backend there) and their CPU is read from ``/proc`` (the server must
-be on this machine): ``/proc/<pid>/schedstat``'s run time (ns; a backend is one thread),
-else utime + stime of ``/proc/<pid>/stat`` (10 ms ticks).
-
-``pg_stat_database`` counters reach shared memory when a backend flushes its pending
-statistics: at most once a second while busy, after ``PGSTAT_IDLE_INTERVAL`` (10 s) once
-idle, and at exit. A reading is exact only after 10 s of quiet or after the backends exited
-(``wait_gone``)."""
+"""What Postgres spends on one system's database over a window, read from outside: its
+client backends' CPU (found in ``pg_stat_activity`` by database, read from ``/proc``: the
+server must be on this machine), ``pg_stat_database``'s transactions, ``pg_stat_statements``'
+statements (where the server preloads it) and the server's WAL (exact while the system runs
+alone on the server); and ``run_window``, the window every Postgres figure of the bench
+comes from. Reads go through an engine on another database of the server, so their own
+backend is never counted. Why the window settles first, and what each figure includes:
+docs/bench-notes/concurrency.md.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
-from _lib.db import connect_retrying, rows
-from _lib.procfs import stat_cpu_seconds
+from _lib.child import Child
+from _lib.db import connect_retrying, rows, scalar
+from _lib.labels import PER_TURN
+from _lib.procfs import cpu_seconds, stat_cpu_seconds
+
+BENCH = Path(__file__).resolve().parents[1]
+PEERS_PYTHON = BENCH / "peers" / ".venv" / "bin" / "python"
+SYSTEMS = {
+    "ours": (sys.executable, BENCH / "turn_overhead.py"),
+    "langgraph": (str(PEERS_PYTHON), BENCH / "peers" / "langgraph_pg.py"),
+    "pydantic_ai": (str(PEERS_PYTHON), BENCH / "peers" / "pydantic_ai_dbos.py"),
+}
+"""The scripts whose ``--concurrent N`` mode is a window's child (bench/peers/_common.burst)."""
 
 STATS_IDLE_FLUSH_SEC = 10.0
 """PGSTAT_IDLE_INTERVAL: an idle backend's statistics reach pg_stat_database this late."""
@@ -52,14 +63,14 @@ _BACKENDS = (
 
 @dataclass
 class BackendCpuResult:
+    """CPU of the database's client backends over the window, summed per backend; the
+    backends seen, those that connected after it began (counted from their start) and
+    those gone before it ended (their CPU after the last sample is lost)."""
+
     cpu_s: float
-    """CPU of the client backends of the database over the window, summed per backend."""
     backends: int
-    """Backends seen during the window."""
     new_backends: int
-    """Of those, connected after the window began (their CPU counts from their start)."""
     gone_backends: int
-    """Of those, gone before the window ended: their CPU after the last sample is lost."""
     samples: int
 
 
@@ -215,3 +226,124 @@ def statements_delta(before: Statements, after: Statements, top: int = 8) -> dic
         "calls": sum(c for _, c, _ in diff),
         "top": [{"query": q, "calls": c, "total_ms": round(ms, 2)} for ms, c, q in diff[:top]],
     }
+
+
+# ---------------------------------------------------------------------------- the window
+
+
+def wal_lsn(engine: sa.Engine) -> int:
+    """The server's WAL position in bytes."""
+    sql = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"
+    return int(scalar(engine, sql, connect_retrying))
+
+
+def admin_engine(url: str) -> sa.Engine:
+    """An engine on the server's ``postgres`` database, whose reads no window counts."""
+    target = sa.make_url(url).set(drivername="postgresql+psycopg", database="postgres")
+    return sa.create_engine(target, pool_size=2)
+
+
+def run_window(
+    admin: sa.Engine,
+    server_url: str,
+    db: str,
+    system: str,
+    *,
+    sessions: int,
+    turns: int,
+    model_ms: float = 0.0,
+    sequential: bool = False,
+    settle: float = STATS_IDLE_FLUSH_SEC + 1,
+    with_statements: bool = True,
+) -> dict[str, Any]:
+    """``system``'s script in ``--concurrent`` mode on the fresh database ``db``: after its
+    warm-up and ``settle`` s of quiet (so the warm-up's statistics are flushed), ``sessions``
+    sessions of ``turns`` tool turns, at once or one after another; the process's CPU and
+    what Postgres spent on ``db`` over that window, per tool turn."""
+    from dbos_agents.testing import create_fresh_database, drop_database
+
+    url = create_fresh_database(server_url, db)
+    python, script = SYSTEMS[system]
+    cmd = [python, str(script), "--database-url", url, "--concurrent", str(sessions)]
+    cmd += ["--turns", str(turns), "--model-ms", str(model_ms)]
+    cmd += ["--sequential"] if sequential else []
+    drop = ("DBOS_AGENTS_DATABASE_URL",) + (
+        () if system == "ours" else ("VIRTUAL_ENV", "PYTHONPATH")
+    )
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    with tempfile.TemporaryFile("w+") as err:
+        proc = Child(cmd, env=env, stderr=err, stdin=subprocess.PIPE)
+        try:
+            proc.expect("READY", 300)
+            idle0 = cpu_seconds(proc.pid)
+            time.sleep(settle)
+            idle_cpu_pct = 100 * (cpu_seconds(proc.pid) - idle0) / settle
+            before = db_counters(admin, db)
+            stm0 = statements(admin, db) if with_statements else {}
+            wal0 = wal_lsn(admin)
+            backends = BackendCpu(admin, db)
+            backends.start()
+            proc.send("GO")
+            timeout = 300 + sessions * turns * (0.2 + model_ms / 1000)
+            done = json.loads(proc.expect("DONE", timeout).split(" ", 1)[1])
+            pg = backends.stop()
+            wal = wal_lsn(admin) - wal0
+            stm = statements_delta(stm0, statements(admin, db)) if with_statements else None
+            proc.close_stdin()
+            proc.join(120)
+            wait_gone(admin, db)
+            delta = db_counters(admin, db).minus(before)
+        except Exception as exc:
+            err.seek(0)
+            tail = "\n".join(err.read().splitlines()[-15:])
+            raise RuntimeError(f"{system} at {sessions} x {model_ms:g} ms: {exc}\n{tail}") from exc
+        finally:
+            proc.stop(30)
+            drop_database(server_url, db)
+    n = max(1, done["turns"])
+    return {
+        "system": system,
+        "sessions": sessions,
+        "model_ms": model_ms,
+        "turns": done["turns"],
+        "model_calls": done["turns"] + sessions - done["failed"],
+        "failed": done["failed"],
+        "errors": done["errors"],
+        "wall_s": done["wall_s"],
+        "turns_per_s": done["turns"] / done["wall_s"] if done["wall_s"] > 0 else 0.0,
+        "cpu_ms_per_turn": done["cpu_s"] * 1000 / n,
+        "pg_cpu_ms_per_turn": pg.cpu_s * 1000 / n,
+        "backends": pg.backends,
+        "new_backends": pg.new_backends,
+        "gone_backends": pg.gone_backends,
+        "new_connections": delta.sessions,
+        "xacts_per_turn": delta.xacts / n,
+        "rollbacks": delta.xact_rollback,
+        "stmts_per_turn": stm["calls"] / n if stm else None,
+        "wal_kb_per_turn": wal / 1024 / n,
+        "top_statements": stm["top"] if stm else None,
+        "idle_cpu_pct": idle_cpu_pct,
+        "session_s": done["session_s"],
+        "measures": done.get("measures", ""),
+        "versions": done.get("versions", {}),
+    }
+
+
+def per_model_call(w: dict[str, Any]) -> dict[str, Any]:
+    """A sequential window's figures per model call, the per-turn rows' unit (a session of
+    T tool turns makes T + 1 calls); turns/s stays per tool turn."""
+    k = w["turns"] / max(1, w["model_calls"])
+    out = {m: (None if w[m] is None else round(w[m] * k, 4)) for m in PER_TURN}
+    return {**out, "turns_per_s": round(w["turns_per_s"], 2), "sessions": w["sessions"]}
+
+
+def per_turn_pg(server_url: str, db: str, system: str, sessions: int, turns: int) -> dict[str, Any]:
+    """``system``'s per-turn Postgres figures: ``sessions`` sessions one after another."""
+    admin = admin_engine(server_url)
+    try:
+        why_not = statements_unavailable(admin)
+        w = run_window(admin, server_url, db, system, sessions=sessions, turns=turns,
+                       sequential=True, with_statements=why_not is None)  # fmt: skip
+    finally:
+        admin.dispose()
+    return per_model_call(w)

@@ -25,16 +25,11 @@ def proc_status(pid: int | str = "self") -> dict[str, int]:
     return out
 
 
-def stat_user_system_seconds(path: str) -> tuple[float, float]:
-    """utime and stime (fields 14, 15 of stat(5)) of a ``/proc/.../stat`` file, seconds."""
+def stat_cpu_seconds(path: str) -> float:
+    """utime + stime (fields 14, 15 of stat(5)) of a ``/proc/.../stat`` file, seconds."""
     with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / TICK, int(fields[12]) / TICK
-
-
-def stat_cpu_seconds(path: str) -> float:
-    """utime + stime of a ``/proc/.../stat`` file, seconds."""
-    return sum(stat_user_system_seconds(path))
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def cpu_seconds(pid: int) -> float:
@@ -80,18 +75,28 @@ def host_busy_pct(since: tuple[int, int]) -> float:
     return 100 * (busy - since[0]) / max(1, total - since[1])
 
 
-class CpuMeter:
-    """This process's CPU seconds and the host's CPU busy share over an interval."""
+class Meter:
+    """CPU over a window, read from outside: named processes' (those in ``tree`` with their
+    children), the Postgres backends serving ``database``, and the host's busy share."""
 
-    def __init__(self) -> None:
-        self.proc0 = time.process_time()
-        self.host0 = host_cpu()
-        self.wall0 = time.perf_counter()
+    def __init__(self, pids: dict[str, int], database: str = "", tree: tuple[str, ...] = ()):
+        self.pids, self.database, self.tree = pids, database, tree
+        self.wall0, self.cpu0, self.host0 = time.perf_counter(), self._cpu(), host_cpu()
 
-    def read(self) -> tuple[float, float, float]:
-        """(wall s, this process's CPU s, host busy % over all cores)."""
-        host = host_busy_pct(self.host0)
-        return time.perf_counter() - self.wall0, time.process_time() - self.proc0, host
+    def _cpu(self) -> dict[str, float]:
+        out = {k: (tree_cpu_seconds if k in self.tree else cpu_seconds)(pid)
+               for k, pid in self.pids.items()}  # fmt: skip
+        return out | ({"postgres": backend_cpu_seconds(self.database)} if self.database else {})
+
+    def read(self, per: float = 1) -> dict[str, float]:
+        """``<name>_cpu_s`` (divided by ``per``, e.g. rounds) and ``host_busy_pct``."""
+        now = self._cpu()
+        out = {f"{k}_cpu_s": round((now[k] - self.cpu0[k]) / per, 2) for k in now}
+        return out | {"host_busy_pct": round(host_busy_pct(self.host0), 1)}
+
+    @property
+    def wall(self) -> float:
+        return time.perf_counter() - self.wall0
 
 
 def postgres_cpu_seconds() -> float:

@@ -24,10 +24,3 @@ def pct_rounded(xs: Sequence[float], q: float) -> float:
     bench/start_latency.py's table and of docs/benchmarks.md's later sections."""
     s = sorted(xs)
     return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))]
-
-
-def pct_floor(xs: Sequence[float], q: float) -> float:
-    """The sample at index floor(q/100 * n) (q in 0..100), NaN when there is none: the
-    definition of bench/resume_trace.py's phases."""
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q / 100 * len(s)))] if s else float("nan")

@@ -11,7 +11,7 @@ before would be served from the buffered message, a different path."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 
@@ -82,14 +82,3 @@ def timed_submit(client: AgentClient, sid: str, tool_call_id: str) -> tuple[floa
     if out.status != "accepted":
         raise RuntimeError(f"submit for {sid} was {out.status} ({out.reason})")
     return t0, dur
-
-
-def wait_until(
-    what: str, done: Callable[[], bool], timeout: float = 300, interval: float = 0.1
-) -> None:
-    """Poll ``done`` every ``interval`` s; TimeoutError(what) after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(interval)

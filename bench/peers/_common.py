@@ -5,10 +5,9 @@ dbos_agents. Each peer script prints one JSON object per measured system on stdo
 run.py (under the dbos-agents venv) collects those lines; keeping the shape in one place
 keeps the peers comparable.
 
-With ``--concurrent N`` a peer script is instead a child of bench/concurrency.py, and
-``burst`` below is its side of the window (bench/concurrency_ours.py uses it too, so every
-system is timed by the same code): it prints ``READY``, waits for ``GO`` on stdin, starts N
-sessions at once, prints ``DONE {json}``, and exits once stdin closes.
+With ``--concurrent N`` a peer script is instead the child of a measured window
+(bench/_lib/pgwatch.py's ``run_window``), and ``burst`` below is its side of it
+(bench/turn_overhead.py uses it too, so every system is timed by the same code).
 """
 
 from __future__ import annotations
@@ -29,13 +28,10 @@ from typing import Any
 def parse_args(description: str) -> argparse.Namespace:
     """The flags every peer takes, so run.py can drive them all the same way."""
     p = argparse.ArgumentParser(description=description)
-    p.add_argument(
-        "--database-url",
-        required=True,
-        help="postgresql:// URL of a fresh, empty database (run.py creates one per peer)",
-    )
+    p.add_argument("--database-url", required=True, help="a fresh, empty database")
     p.add_argument("--sessions", type=int, default=20, help="measured sessions (after 1 warm-up)")
     p.add_argument("--turns", type=int, default=10, help="tool-calling turns before the answer")
+    p.add_argument("--stream", action="store_true", help="langgraph_pg.py: its streaming row")
     add_concurrency_args(p)
     args = p.parse_args()
     if args.sessions < 1 or args.turns < 1:
@@ -44,38 +40,27 @@ def parse_args(description: str) -> argparse.Namespace:
 
 
 def add_concurrency_args(p: argparse.ArgumentParser) -> None:
-    """``--concurrent N`` (bench/concurrency.py's mode: N sessions at once, driven through
-    stdin) and ``--model-ms`` (the scripted model sleeps this long per call, in that mode)."""
-    p.add_argument(
-        "--concurrent",
-        type=int,
-        default=0,
-        help="bench/concurrency.py's child: N sessions at once after GO on stdin (0: off)",
-    )
-    p.add_argument(
-        "--model-ms",
-        type=float,
-        default=0.0,
-        help="with --concurrent: the scripted model's asyncio.sleep per call",
-    )
+    """``--concurrent N`` (a window of bench/_lib/pgwatch.py: N sessions at once, driven
+    through stdin), ``--model-ms`` (the scripted model sleeps this long per call, in that
+    mode) and ``--sequential`` (the N sessions one after another)."""
+    p.add_argument("--concurrent", type=int, default=0, help="N sessions after GO on stdin")
+    p.add_argument("--model-ms", type=float, default=0.0, help="the model's sleep per call")
+    p.add_argument("--sequential", action="store_true", help="the N one after another")
 
 
 async def _stdin_line() -> str:
     return await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
 
 
-async def burst(sessions: int, one: Callable[[int], Awaitable[int]], **info: Any) -> None:
-    """The measured window, child side. Prints ``READY``; on ``GO`` (a stdin line) runs
-    ``one(i)`` for i in 0..sessions-1 at once (``one`` returns the tool turns its session
-    completed, or raises); prints ``DONE`` and one JSON object (``info`` merged in). Then it
-    waits for stdin to close (the parent reads the Postgres backends meanwhile) and ends the
-    process at once, ``os._exit``: no shutdown, so the ``pg_stat_database`` counters the
-    parent reads once the backends have exited (and flushed) hold the window's transactions,
-    not the shutdown's. Returns only if the parent went away before ``GO``.
-
-    The window's CPU is ``time.process_time()`` (CLOCK_PROCESS_CPUTIME_ID: every thread of
-    this process, ns resolution), read just before the first start and just after the last
-    session ended."""
+async def burst(
+    sessions: int, one: Callable[[int], Awaitable[int]], sequential: bool = False, **info: Any
+) -> None:
+    """The measured window, child side: ``READY``; on ``GO`` (a stdin line) ``one(i)`` for
+    each session (it returns the tool turns done, or raises), at once or one after another;
+    ``DONE`` and one JSON object (``info`` merged in). Then, once the parent closes stdin,
+    ``os._exit``: no shutdown, so the counters the parent reads after the backends exited
+    hold the window's transactions, not the shutdown's. CPU is ``time.process_time()``
+    (every thread of this process) over the window."""
     print("READY", flush=True)
     if (await _stdin_line()).strip() != "GO":
         return
@@ -89,7 +74,10 @@ async def burst(sessions: int, one: Callable[[int], Awaitable[int]], **info: Any
         return t, time.time(), n, None
 
     cpu0, t0 = time.process_time(), time.time()
-    done = await asyncio.gather(*(timed(i) for i in range(sessions)))
+    if sequential:
+        done = [await timed(i) for i in range(sessions)]
+    else:
+        done = await asyncio.gather(*(timed(i) for i in range(sessions)))
     cpu1, t1 = time.process_time(), time.time()
     first = min(s for s, _, _, _ in done)
     result = {

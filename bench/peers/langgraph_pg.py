@@ -1,46 +1,36 @@
 """LangGraph + AsyncPostgresSaver: the scripted conversation, ms per turn, two durability modes.
 
-The usual tool-calling graph: an ``agent`` node calling a chat model, a prebuilt ``ToolNode``
-running the one trivial tool, ``tools_condition`` routing between them. The chat model is a
-scripted ``BaseChatModel`` (no network): ``turns`` responses that each call the tool once, then
-a text answer -- the same conversation as the other peers, through langchain-core's real
-model-call path (callbacks, message types).
-
-Durable state is LangGraph's checkpointer: ``AsyncPostgresSaver.from_conn_string`` (one
-connection, as its docs show), a checkpoint of the graph state after every superstep, so each
-model response and each tool result is in Postgres. It is measured with the default durability
-(``"async"``: a superstep's checkpoint is written while the next superstep runs) and with
-``durability="sync"`` (written before the next superstep starts), interleaved session by
-session. In both modes ``ainvoke`` returns only after every checkpoint write has finished (the
-loop waits for its background writes on exit), so the clock stops with everything durable.
-
-A session is one ``graph.ainvoke`` on a new thread id: the clock starts before the call and
-stops when it returns; the wall time is divided by the model calls (``turns + 1``), as
-bench/turn_overhead.py does for dbos-agents.
+The usual tool-calling graph (an ``agent`` node, a prebuilt ``ToolNode``,
+``tools_condition``) with a scripted ``BaseChatModel``, checkpointed by
+``AsyncPostgresSaver.from_conn_string`` with the default durability (``"async"``) and with
+``durability="sync"``, interleaved session by session; ``ainvoke`` returns only once every
+checkpoint is written, so the clock stops with everything durable. ``--concurrent N`` is a
+window's child instead (bench/_lib/pgwatch.py): default durability, the checkpointer on an
+``AsyncConnectionPool(max_size=20)`` as LangGraph's docs give it. ``--stream`` is the
+streaming row instead (bench/streaming.py): the scripted model streams (8-character text
+pieces, then the tool call as ``tool_call_chunks``; the answer ~200 characters) and the
+session is consumed with ``graph.astream(..., stream_mode="messages")``. Prints one JSON
+line per system (see _common.emit).
 
     bench/peers/.venv/bin/python bench/peers/langgraph_pg.py --database-url URL
-
-Prints one JSON line per durability mode on stdout (see _common.emit).
-
-``--concurrent N --model-ms L`` is bench/concurrency.py's mode instead: the default
-durability only, the checkpointer on an ``AsyncConnectionPool`` (``max_size=20``, the
-connection settings LangGraph's docs give for a pool: one connection would serialize the N
-sessions on its lock), the scripted model sleeping L ms per call, and N ``ainvoke`` at once
-(see _common.burst).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import statistics
 import time
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from _common import burst, emit, parse_args, versions
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.language_models.chat_models import generate_from_stream
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import START, MessagesState, StateGraph
@@ -180,7 +170,9 @@ PACKAGES = (
 )
 
 
-async def concurrent(url: str, sessions: int, turns: int, model_ms: float) -> None:
+async def concurrent(
+    url: str, sessions: int, turns: int, model_ms: float, sequential: bool
+) -> None:
     """bench/concurrency.py's child: one warm-up session, then ``sessions`` at once."""
     kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
     pool = AsyncConnectionPool(url, max_size=POOL_MAX_SIZE, kwargs=kwargs, open=False)
@@ -199,6 +191,7 @@ async def concurrent(url: str, sessions: int, turns: int, model_ms: float) -> No
         await burst(
             sessions,
             one,
+            sequential,
             measures=(
                 f"graph.ainvoke (default durability) x {sessions} at once, checkpointer on an"
                 f" AsyncConnectionPool(max_size={POOL_MAX_SIZE})"
@@ -207,10 +200,123 @@ async def concurrent(url: str, sessions: int, turns: int, model_ms: float) -> No
         )
 
 
+# ---------------------------------------------------------------------------- streaming
+
+SYSTEM = "langgraph_stream"
+TOOL_TEXT = "Let me charge that order now. "
+ANSWER = (
+    "All the orders are charged: each one went through the payment tool once, with the amount "
+    "you gave, and every charge was confirmed. Nothing is pending and nothing was retried, so "
+    "you are all set for today."
+)
+
+
+def _split(text: str, n: int) -> list[str]:
+    return [text[i : i + n] for i in range(0, len(text), n)]
+
+
+class StreamingScriptedChat(ScriptedChat):
+    """The same conversation, streamed: text pieces, then the tool call in pieces."""
+
+    chunk_chars: int = 8
+
+    def _pieces(self, messages: list[BaseMessage]) -> Iterator[AIMessageChunk]:
+        turn = sum(1 for m in messages if isinstance(m, AIMessage))
+        if turn >= self.turns:
+            for piece in _split(ANSWER, self.chunk_chars):
+                yield AIMessageChunk(content=piece)
+            return
+        for piece in _split(TOOL_TEXT, self.chunk_chars):
+            yield AIMessageChunk(content=piece)
+        yield AIMessageChunk(
+            content="",
+            tool_call_chunks=[{"name": "charge", "args": "", "id": f"call_{turn}", "index": 0}],
+        )
+        args = json.dumps({"order_id": f"o{turn}", "cents": 100})
+        for piece in _split(args, self.chunk_chars):
+            yield AIMessageChunk(
+                content="",
+                tool_call_chunks=[{"name": None, "args": piece, "id": None, "index": 0}],
+            )
+
+    def _respond(self, messages: list[BaseMessage]) -> ChatResult:
+        # The non-streaming path (no streaming callback attached) gives the same message.
+        return generate_from_stream(ChatGenerationChunk(message=m) for m in self._pieces(messages))
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        for message in self._pieces(messages):
+            yield ChatGenerationChunk(message=message)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        # Overridden so the async path does not hop to a thread like the default does.
+        for message in self._pieces(messages):
+            yield ChatGenerationChunk(message=message)
+
+
+async def streamed_session(graph: CompiledStateGraph[Any], turns: int) -> tuple[float, int]:
+    """Wall ms and chunks of one streamed session on a fresh thread, checking it ran fully."""
+    config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    chunks = 0
+    t0 = time.perf_counter()
+    async for _chunk, _meta in graph.astream(
+        {"messages": [HumanMessage("go")]}, config, stream_mode="messages"
+    ):
+        chunks += 1
+    ms = (time.perf_counter() - t0) * 1000
+    messages = (await graph.aget_state(config)).values["messages"]
+    ais = [m for m in messages if isinstance(m, AIMessage)]
+    assert len(ais) == turns + 1 and ais[-1].content == ANSWER, (len(ais), ais[-1].content)
+    assert all(len(m.tool_calls) == 1 for m in ais[:-1]), ais[0]
+    assert len(messages) == 2 * turns + 2, len(messages)
+    return ms, chunks
+
+
+async def run_streamed(url: str, sessions: int, turns: int) -> None:
+    """``--stream``: the default durability, consumed as a token stream."""
+    async with AsyncPostgresSaver.from_conn_string(url) as saver:
+        await saver.setup()
+        graph = build_graph(StreamingScriptedChat(turns=turns), saver)
+        await streamed_session(graph, turns)  # warm-up
+        timed = [await streamed_session(graph, turns) for _ in range(sessions)]
+    emit(
+        SYSTEM,
+        [ms / (turns + 1) for ms, _ in timed],
+        turns=turns,
+        divisor=turns + 1,
+        measures=(
+            'async for in graph.astream(stream_mode="messages") (default durability) on a new'
+            f" thread, to the end of the iteration (all checkpoint writes done); {turns + 1}"
+            " streamed model calls (8-char chunks, tool calls as tool_call_chunks)"
+            f" + {turns} tool calls; ~{statistics.median(c for _, c in timed)} chunks consumed"
+            " per session; ms / model calls"
+        ),
+        pkg_versions=versions(*PACKAGES),
+    )
+
+
 def main() -> None:
     args = parse_args(__doc__.split("\n\n")[0])
+    if args.stream:
+        asyncio.run(run_streamed(args.database_url, args.sessions, args.turns))
+        return
     if args.concurrent:
-        asyncio.run(concurrent(args.database_url, args.concurrent, args.turns, args.model_ms))
+        asyncio.run(
+            concurrent(
+                args.database_url, args.concurrent, args.turns, args.model_ms, args.sequential
+            )
+        )
         return
     asyncio.run(run(args.database_url, args.sessions, args.turns))
 

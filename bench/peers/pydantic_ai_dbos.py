@@ -1,28 +1,13 @@
 """Pydantic AI + DBOS durable execution: the scripted conversation, ms per turn.
 
-The peer closest to dbos-agents: the same DBOS (3.4) on the same Postgres. The agent has the
-``DBOSDurability`` capability (Pydantic AI's current DBOS integration; ``DBOSAgent`` is its
-deprecated wrapper form), so every model request is a DBOS step, and the one tool is a
-``@DBOS.step`` ("tool as step", as Pydantic AI's DBOS docs say to make tools durable). The run
-is ``agent.run`` inside a ``@DBOS.workflow``, started with ``DBOS.start_workflow_async`` and
-awaited with ``get_result()`` -- the same shape as ``runtime.start(...).result()``.
-
-The model is pydantic_ai's ``FunctionModel``: ``turns`` responses that each call the trivial
-tool once, then a text answer. A session is one workflow: ``turns + 1`` model steps and
-``turns`` tool steps, all checkpointed before the workflow's result is returned.
-
-In the same process and the same DBOS instance it also measures the raw-DBOS floor of the
-issue (one async workflow, 2 trivial async steps per turn), interleaved session by session,
-so the ratio is against a floor measured in the same run.
+The peer closest to dbos-agents: the same DBOS on the same Postgres. The agent has the
+``DBOSDurability`` capability (every model request a DBOS step) and its tool is a
+``@DBOS.step``; the run is ``agent.run`` inside a ``@DBOS.workflow``. The raw-DBOS floor
+(2 trivial async steps per turn) is measured in the same process, interleaved session by
+session. ``--concurrent N --model-ms L`` is a window's child instead (bench/_lib/pgwatch.py).
+Prints one JSON line per system (see _common.emit).
 
     bench/peers/.venv/bin/python bench/peers/pydantic_ai_dbos.py --database-url URL
-
-Prints one JSON line per system on stdout (see _common.emit).
-
-``--concurrent N --model-ms L`` is bench/concurrency.py's mode instead (no floor): the same
-agent with an async model function that sleeps L ms per call (a plain ``def`` would run in
-an executor thread, as the mode above does), and N workflows started at once (see
-_common.burst).
 """
 
 from __future__ import annotations
@@ -141,7 +126,7 @@ def launch(url: str) -> None:
     DBOS.launch()
 
 
-async def concurrent(url: str, sessions: int, model_ms: float) -> None:
+async def concurrent(url: str, sessions: int, model_ms: float, sequential: bool) -> None:
     """bench/concurrency.py's child: one warm-up session, then ``sessions`` at once."""
     global SLEEP_S
     AGENT[0] = sleeping_agent
@@ -157,6 +142,7 @@ async def concurrent(url: str, sessions: int, model_ms: float) -> None:
         await burst(
             sessions,
             one,
+            sequential,
             measures=(
                 f"DBOS.start_workflow_async(workflow running agent.run) x {sessions} at once"
                 " -> get_result()"
@@ -208,7 +194,7 @@ def main() -> None:
     TURNS = args.turns
     logging.getLogger("dbos").setLevel(logging.ERROR)
     if args.concurrent:
-        asyncio.run(concurrent(args.database_url, args.concurrent, args.model_ms))
+        asyncio.run(concurrent(args.database_url, args.concurrent, args.model_ms, args.sequential))
         return
     asyncio.run(run(args.database_url, args.sessions))
 
