@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from _lib.labels import (
+    COMMITS,
     LANGGRAPH,
     MIX,
     OURS,
@@ -198,6 +199,22 @@ def pkg_version(name: str) -> str:
         return "absent"
 
 
+def commit_floor(rows: list[TurnRow]) -> list[str]:
+    """Ours and the commit floor against LangGraph's default durability (which waits for
+    none of its checkpoint writes): how far a design that keeps the crash table can go."""
+    by = {r.system: r for r in rows}
+    if COMMITS not in by or LANGGRAPH not in by:
+        return []
+    lg = by[LANGGRAPH].median
+    return [
+        f"Against {LANGGRAPH}, in this run: dbos-agents {by[OURS].median / lg:.2f}x; the floor"
+        f" of any turn that runs a side-effecting tool at most once ({COMMITS}: its record,"
+        f" the dispatch mark and the result, each durable before the next step) is"
+        f" {by[COMMITS].median / lg:.2f}x by itself, before a model call, a tool or DBOS.",
+        "",
+    ]
+
+
 def report(
     results: dict[str, Any],
     *,
@@ -313,6 +330,7 @@ def report(
         )
         + ".",
         "",
+        *commit_floor(rows),
         *rounds_table(rows, results.get("rounds", 1)),
         f"![ms per turn per system]({img_dir}/ms_per_turn.png)",
         "",

@@ -205,10 +205,13 @@ def floor(
 
 
 def per_turn(server_url: str, sessions: int, turns: int, rounds: int) -> dict[str, Any]:
+    """ms per turn streaming on and off, and Postgres per plain and streamed turn
+    (``turn_overhead.py --streaming --pg-sessions``)."""
     name = "dbos_agents_bench_streaming_turns"
     url = create_fresh_database(server_url, name)
     cmd = [sys.executable, str(HERE / "turn_overhead.py"), "--streaming", "--database-url", url]
     cmd += ["--sessions", str(sessions), "--turns", str(turns), "--rounds", str(rounds)]
+    cmd += ["--pg-sessions", str(max(10, sessions))]
     try:
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     finally:

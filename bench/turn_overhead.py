@@ -19,20 +19,21 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from _lib import cli, internals
 from _lib.db import database_url
-from _lib.labels import MIX, OURS, RAW
+from _lib.labels import COMMITS, MIX, OURS, RAW
 from _lib.pgwatch import per_turn_pg
 from _lib.render import show, turn_rows, turn_table
 from dbos import DBOS
 from peers._common import add_concurrency_args, burst, p90
 
 from dbos_agents import Agent, AgentRuntime, ModelResponse, Settings, ToolContext, tool
-from dbos_agents.models import ModelRequest, ScriptedModel, call, calls
+from dbos_agents.models import ModelEvent, ModelRequest, ScriptedModel, call, calls
 
 TURNS = 20  # set by --turns before the runtime launches; respond() reads it
 STREAMED = False  # --streaming: each tool turn says a sentence, the answer ~200 characters
@@ -110,6 +111,20 @@ async def raw(workflow: Any) -> float:
     return (time.perf_counter() - t0) * 1000 / TURNS
 
 
+async def commits(conn: psycopg.AsyncConnection[Any]) -> float:
+    """``COMMITS``: ms per turn of three single-row commits in sequence, each waiting for
+    its WAL flush, as a turn's record, dispatch mark and result do."""
+    t0 = time.perf_counter()
+    for i in range(TURNS):
+        await conn.execute("INSERT INTO bench_commits (turn) VALUES (%s)", (i,), prepare=True)
+        for _ in range(2):
+            await conn.execute(
+                "UPDATE bench_commits SET n = n + 1 WHERE turn = %s", (i,), prepare=True
+            )
+    await conn.execute("TRUNCATE bench_commits")
+    return (time.perf_counter() - t0) * 1000 / TURNS
+
+
 async def run(url: str, sessions: int) -> tuple[dict[str, list[float]], list[float]]:
     """Per-session ms per turn of each path (RAW, MIX, OURS), and ours' CPU ms per turn."""
     # Replies not streamed: the peers this row is compared with do not stream theirs.
@@ -119,14 +134,22 @@ async def run(url: str, sessions: int) -> tuple[dict[str, list[float]], list[flo
     await ours(rt, "warm")
     await raw(raw_loop)
     await raw(raw_mix)
-    samples: dict[str, list[float]] = {RAW: [], MIX: [], OURS: []}
+    samples: dict[str, list[float]] = {RAW: [], MIX: [], OURS: [], COMMITS: []}
     cpu: list[float] = []
+    conn = await psycopg.AsyncConnection.connect(
+        sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False),
+        autocommit=True,
+    )
+    await conn.execute("CREATE TABLE IF NOT EXISTS bench_commits (turn int, n int DEFAULT 0)")
+    await commits(conn)
     for _ in range(sessions):
         samples[RAW].append(await raw(raw_loop))
         samples[MIX].append(await raw(raw_mix))
+        samples[COMMITS].append(await commits(conn))
         ms, cpu_ms, _ = await ours(rt)
         samples[OURS].append(ms)
         cpu.append(cpu_ms)
+    await conn.close()
     await rt.shutdown()
     return samples, cpu
 
@@ -183,7 +206,7 @@ class SleepingModel:
 
     def __init__(self) -> None:
         self.sleep_ms = 0.0
-        self._inner = ScriptedModel(respond=respond, name=self.name)
+        self._inner = ScriptedModel(respond=respond, name=self.name, chunk_chars=8)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if self.sleep_ms:
@@ -191,11 +214,23 @@ class SleepingModel:
         return await self._inner.complete(request)
 
 
+class StreamingSleepingModel(SleepingModel):
+    """``SleepingModel`` that streams its replies in 8-character pieces (``--streaming``)."""
+
+    continues = False
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if self.sleep_ms:
+            await asyncio.sleep(self.sleep_ms / 1000)
+        async for event in self._inner.stream(request):
+            yield event
+
+
 async def window(url: str, sessions: int, model_ms: float, sequential: bool) -> None:
     """A window's child: sessions started with ``runtime.start`` and awaited in the worker,
     as the peers start theirs in their own processes."""
-    model = SleepingModel()
-    rt = runtime(url, model, executor_id="bench-concurrency")
+    model = StreamingSleepingModel() if STREAMED else SleepingModel()
+    rt = runtime(url, model, executor_id="bench-concurrency", stream_replies=STREAMED)
     await rt.launch()
 
     async def one(i: int) -> int:
@@ -205,7 +240,10 @@ async def window(url: str, sessions: int, model_ms: float, sequential: bool) -> 
         return TURNS
 
     try:
-        await one(-1)  # warm-up, no model latency
+        # Warm-up, no model latency: as many sessions at once as the window runs (up to
+        # the pools' size), so the window opens no connection, as the peers' pools are
+        # open before theirs (a new backend costs Postgres milliseconds of CPU).
+        await asyncio.gather(*(one(-1 - i) for i in range(1 if sequential else min(sessions, 50))))
         model.sleep_ms = model_ms
         how = "one after another" if sequential else "at once"
         await burst(
@@ -221,7 +259,7 @@ async def window(url: str, sessions: int, model_ms: float, sequential: bool) -> 
 
 def as_json(samples: dict[str, list[float]], cpu: list[float], sessions: int) -> dict[str, Any]:
     """Rows shaped like bench/peers/_common.emit's, plus the samples."""
-    divisors = {RAW: TURNS, MIX: TURNS, OURS: TURNS + 1}
+    divisors = {RAW: TURNS, MIX: TURNS, OURS: TURNS + 1, COMMITS: TURNS}
     return {
         "sessions": sessions,
         "turns": TURNS,
@@ -243,6 +281,22 @@ def as_json(samples: dict[str, list[float]], cpu: list[float], sessions: int) ->
     }
 
 
+def streamed_pg(url: str, sessions: int, rounds: int) -> dict[str, Any]:
+    """Postgres per model call of a plain and a streamed turn, in alternated windows
+    (medians), and what streaming adds over a plain turn's Postgres CPU."""
+    db = f"{sa.make_url(url).database}_pg"
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "ours_streamed": []}
+    for r in range(rounds):
+        for system in list(runs) if r % 2 == 0 else list(runs)[::-1]:
+            runs[system].append(per_turn_pg(url, db, system, sessions, TURNS))
+    out = {
+        s: {k: statistics.median(w[k] for w in ws) for k in ws[0] if isinstance(ws[0][k], float)}
+        for s, ws in runs.items()
+    }
+    plain, streamed = (out[s]["pg_cpu_ms_per_turn"] for s in ("ours", "ours_streamed"))
+    return {**out, "extra_pg_cpu_over_plain": round((streamed - plain) / plain, 3)}
+
+
 def print_table(result: dict[str, Any]) -> None:
     ms = {r["system"]: r["ms_per_turn_median"] for r in result["rows"]}
     show([f"ms per turn, {result['sessions']} sessions x {TURNS} turns; ours / the same mix:"
@@ -260,13 +314,16 @@ def main() -> None:
     add_concurrency_args(p)
     args = p.parse_args()
     TURNS = args.turns
+    STREAMED = args.streaming
     if args.concurrent:
         asyncio.run(window(args.database_url, args.concurrent, args.model_ms, args.sequential))
         return
     url = database_url(args.database_url, "dbos_agents_bench")
     if args.streaming:
-        STREAMED = True
-        cli.print_json(asyncio.run(streaming(url, args.sessions, args.rounds)))
+        result = asyncio.run(streaming(url, args.sessions, args.rounds))
+        if args.pg_sessions:
+            result["pg"] = streamed_pg(url, args.pg_sessions, args.rounds)
+        cli.print_json(result)
         return
     samples, cpu = asyncio.run(run(url, args.sessions))
     result = as_json(samples, cpu, args.sessions)

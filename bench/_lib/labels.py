@@ -8,6 +8,9 @@ from __future__ import annotations
 RAW = "raw DBOS: 2 async steps"
 MIX = "raw DBOS: 2 steps + 2 datasource tx"
 OURS = "dbos-agents: model turn + side-effecting tool call"
+COMMITS = "Postgres: 3 durable commits in sequence (no DBOS)"
+"""The floor of a turn that runs a side-effecting tool at most once: its record, the
+dispatch mark and the result, each committed before the next step may begin."""
 
 LANGGRAPH = "LangGraph + AsyncPostgresSaver (default durability)"
 """A row of bench/peers/langgraph_pg.py (which runs in the peers' venv and prints it)."""

@@ -33,6 +33,7 @@ BENCH = Path(__file__).resolve().parents[1]
 PEERS_PYTHON = BENCH / "peers" / ".venv" / "bin" / "python"
 SYSTEMS = {
     "ours": (sys.executable, BENCH / "turn_overhead.py"),
+    "ours_streamed": (sys.executable, BENCH / "turn_overhead.py", "--streaming"),
     "langgraph": (str(PEERS_PYTHON), BENCH / "peers" / "langgraph_pg.py"),
     "pydantic_ai": (str(PEERS_PYTHON), BENCH / "peers" / "pydantic_ai_dbos.py"),
 }
@@ -263,12 +264,13 @@ def run_window(
     from dbos_agents.testing import create_fresh_database, drop_database
 
     url = create_fresh_database(server_url, db)
-    python, script = SYSTEMS[system]
-    cmd = [python, str(script), "--database-url", url, "--concurrent", str(sessions)]
+    python, script, *extra = SYSTEMS[system]
+    cmd = [python, str(script), *map(str, extra), "--database-url", url]
+    cmd += ["--concurrent", str(sessions)]
     cmd += ["--turns", str(turns), "--model-ms", str(model_ms)]
     cmd += ["--sequential"] if sequential else []
     drop = ("DBOS_AGENTS_DATABASE_URL",) + (
-        () if system == "ours" else ("VIRTUAL_ENV", "PYTHONPATH")
+        () if system.startswith("ours") else ("VIRTUAL_ENV", "PYTHONPATH")
     )
     env = {k: v for k, v in os.environ.items() if k not in drop}
     with tempfile.TemporaryFile("w+") as err:

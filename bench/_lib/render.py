@@ -537,6 +537,11 @@ def streaming_section(
         out += [table(header, rows), ""]
         goals.append(("per turn, streaming on / off", f"{turns['on_ms'] / off:.2f}x", "<= 1.2x",
                       met(turns["on_ms"] / off <= 1.2)))  # fmt: skip
+        if pg := turns.get("pg"):
+            out += [_streamed_pg(pg), ""]
+            extra = pg["extra_pg_cpu_over_plain"]
+            goals.append(("a streamed turn's extra Postgres CPU / a plain turn's", f"{extra:.2f}x",
+                          "<= 0.3x", met(extra <= 0.3)))  # fmt: skip
     for r in more:
         goals.append((f"adapter -> reader p50 / p99, {r['streams']} streams, {r['server_workers']}"
                       f" server processes{_per_round(r)}", f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms",
@@ -549,6 +554,17 @@ def streaming_section(
         goals.append(("per turn, ours / LangGraph, both streaming",
                       f"{turns['on_ms'] / lg['ms_per_turn_median']:.2f}x", "reported", ""))  # fmt: skip
     return [*out, table(("figure", "value", "goal", "met"), goals), ""]
+
+
+def _streamed_pg(pg: dict[str, Any]) -> str:
+    """Postgres per model call of a plain and a streamed turn (alternated windows)."""
+    rows = [
+        (label, *(f"{pg[k][m]:.2f}" for m in ("pg_cpu_ms_per_turn", "xacts_per_turn",
+                                              "stmts_per_turn", "wal_kb_per_turn")))
+        for label, k in (("plain turn", "ours"), ("streamed turn", "ours_streamed"))
+    ]  # fmt: skip
+    head = ("Postgres per model call", "CPU ms", "xacts", "stmts", "WAL KB")
+    return table(head, rows)
 
 
 def _per_round(r: dict[str, Any]) -> str:

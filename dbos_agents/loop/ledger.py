@@ -253,14 +253,13 @@ class Ledger:
                 ),
                 *_open_stmts(spec, opened),
                 transcript.record_usage_stmt(spec, turn, response, record),
-                sessions.add_usage_stmt(sid, response.usage),
             ]
 
         # Fenced: an interrupted run (or one a newer run overtook) records no turn. The
         # turn's last deltas go after the results the reply read and before its message
         # (the one writer of the session's deltas now: ``Announcer.settle``).
         head = [
-            sessions.lock_running_stmt(sid, spec["run_seq"]),
+            sessions.count_running_turn_stmt(sid, spec["run_seq"], response.usage),
             *result_stmts(spec, previous),
             *([deltas_table.insert_stmt(sid, deltas)] if deltas else []),
         ]

@@ -176,21 +176,17 @@ live AS MATERIALIZED (
         AND status = 'running'
     ) AS ok
 ),
-old AS (
-    SELECT status, result, attempt_token FROM {S}.tool_calls
-    WHERE session_id = :s AND tool_call_id = :id AND (SELECT got FROM lk)
-    AND (SELECT ok FROM live) FOR UPDATE
-),
 upd AS (
     UPDATE {S}.tool_calls t SET
-        status = CASE WHEN old.status = 'requested' THEN 'dispatched' ELSE old.status END,
-        attempts = CASE WHEN old.attempt_token IS DISTINCT FROM :tok THEN t.attempts + 1
+        status = CASE WHEN t.status = 'requested' THEN 'dispatched' ELSE t.status END,
+        attempts = CASE WHEN t.attempt_token IS DISTINCT FROM :tok THEN t.attempts + 1
                    ELSE t.attempts END,
-        prior_status = CASE WHEN old.attempt_token IS DISTINCT FROM :tok THEN old.status
+        prior_status = CASE WHEN t.attempt_token IS DISTINCT FROM :tok THEN t.status
                        ELSE t.prior_status END,
         attempt_token = :tok,
         dispatched_at = coalesce(t.dispatched_at, now())
-    FROM old WHERE t.session_id = :s AND t.tool_call_id = :id
+    WHERE t.session_id = :s AND t.tool_call_id = :id AND (SELECT got FROM lk)
+    AND (SELECT ok FROM live)
     RETURNING t.prior_status, t.result, t.attempts
 )
 SELECT (SELECT got FROM lk) AS got, (SELECT ok FROM live) AS live, upd.prior_status,
@@ -199,7 +195,9 @@ SELECT (SELECT got FROM lk) AS got, (SELECT ok FROM live) AS live, upd.prior_sta
 FROM (SELECT 1) AS one LEFT JOIN upd ON true
 """
 """One round trip: take the call's lock if free (else change nothing) and mark the attempt;
-with a ``run``, only while that run is the session's running one."""
+with a ``run``, only while that run is the session's running one. The update reads the
+row it replaces (the latest version, as a concurrent writer left it), so it needs no
+``FOR UPDATE`` of its own: one row version and one WAL record per mark."""
 
 _RECORDED = f"SELECT result FROM {S}.tool_calls WHERE session_id = :s AND tool_call_id = :id"
 
@@ -275,10 +273,10 @@ async def attempt(
         c = await connect()
         params = {"s": session_id, "id": tool_call_id, "tok": token, "k": key, "run": run_seq}
         params["with_state"] = with_state
-        (row,) = await pg.fetch(c, (_MARK, {"lock": exclusive, **params}))
+        ((row,),) = await pg.script_rows(c, [(_MARK, {"lock": exclusive, **params})])
         if exclusive and not row.got:
             await wait_for_lock(c)
-            (row,) = await pg.fetch(c, (_MARK, {"lock": False, **params}))
+            ((row,),) = await pg.script_rows(c, [(_MARK, {"lock": False, **params})])
         locked = exclusive
         if not row.live:
             return row
@@ -311,7 +309,7 @@ async def attempt(
                     locked = False
                     return final if final is not None else ToolResult.model_validate(earlier)
                 # Its own transaction, committed before the unlock, in one round trip.
-                _, rows, *_ = await pg.fetch_all(
+                _, rows, *_ = await pg.script_rows(
                     c, [("BEGIN", {}), record_stmt(result), ("COMMIT", {}), *unlock]
                 )
                 locked = False

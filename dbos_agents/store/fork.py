@@ -39,8 +39,8 @@ from .schema import SCHEMA as S
 _COPIED = ("messages", "tool_calls", "usage", "runs", "session_states")
 """Tables a fork copies rows of; every column is copied (``_columns``), so a column a later
 migration adds is copied too."""
-_NOT_COPIED = {"usage": {"id"}}
-"""Columns the copy leaves to their defaults (serial ids)."""
+_NOT_COPIED: dict[str, set[str]] = {}
+"""Columns the copy leaves to their defaults (serial ids: none since migration 0021)."""
 
 
 @dataclass(frozen=True)

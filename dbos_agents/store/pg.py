@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import functools
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,6 +24,8 @@ import sqlalchemy as sa
 from psycopg import pq
 from psycopg.rows import namedtuple_row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+
+from . import prepared
 
 Stmt = tuple[str, Mapping[str, Any]]
 """SQL in SQLAlchemy's ``:name`` parameter style, and its parameters."""
@@ -192,25 +194,30 @@ def pipelined(conn: sa.Connection, stmts: Sequence[Stmt]) -> list[list[Any]]:
 
 
 async def script(engine: AsyncEngine, stmts: Sequence[Stmt]) -> None:
-    """Run writes as one script: bound on the client (psycopg's quoting), sent as one
-    multi-statement query, which Postgres runs as one implicit transaction: all or
-    nothing, one round trip, and a fraction of a pipeline's CPU (no per-statement
-    protocol messages). For writes whose results nobody reads."""
+    """Run writes as one script: sent as one multi-statement query, which Postgres runs
+    as one implicit transaction: all or nothing, one round trip, and a fraction of a
+    pipeline's CPU (no per-statement protocol messages). Statements that recur run as
+    ``EXECUTE``s of plans Postgres keeps (``prepared``); a session that lost them
+    (psycopg sends ``DEALLOCATE ALL`` with every ``ROLLBACK`` it runs) fails before
+    anything ran and the script is sent again. For writes whose results nobody reads."""
     async with driver(engine) as pg:
-        cur = psycopg.AsyncClientCursor(pg)
-        try:
-            await cur.execute(_joined(cur, stmts))
-        finally:
-            await cur.close()
+        await script_rows(pg, stmts)
 
 
 async def script_rows(pg: Driver, stmts: Sequence[Stmt]) -> list[list[Any]]:
-    """``script`` on the caller's connection, for reads: one round trip, and the rows of
-    each statement (none for one that returns none). Without a ``BEGIN`` the statements
-    share one implicit transaction, committed when the last one returns."""
+    """``script`` on the caller's connection, returning the rows of each statement (none
+    for one that returns none). Without a ``BEGIN`` the statements share one implicit
+    transaction, committed when the last one returns; after a ``COMMIT`` in the list the
+    rest run in another."""
     cur = psycopg.AsyncClientCursor(pg, row_factory=namedtuple_row)
     try:
-        await cur.execute(_joined(cur, stmts))
+        try:
+            await cur.execute(await prepared.query(pg, cur, stmts, _bound(cur)))
+        except psycopg.Error as exc:
+            if not prepared.forget(pg, exc):
+                raise
+            await pg.rollback()  # out of a BEGIN the failed EXECUTE left aborted
+            await cur.execute(await prepared.query(pg, cur, stmts, _bound(cur)))
         out = [await cur.fetchall() if _returns_rows(cur) else []]
         while cur.nextset():
             out.append(await cur.fetchall() if _returns_rows(cur) else [])
@@ -219,9 +226,8 @@ async def script_rows(pg: Driver, stmts: Sequence[Stmt]) -> list[list[Any]]:
         await cur.close()
 
 
-def _joined(cur: psycopg.AsyncClientCursor[Any], stmts: Sequence[Stmt]) -> str:
-    """The statements bound on the client and joined into one multi-statement query."""
-    return ";\n".join(cur.mogrify(psycopg_sql(sql), params) for sql, params in stmts)
+def _bound(cur: psycopg.AsyncClientCursor[Any]) -> Callable[[str, Mapping[str, Any]], str]:
+    return lambda sql, params: cur.mogrify(psycopg_sql(sql), params)
 
 
 class Batch:

@@ -352,12 +352,19 @@ def run_seq_stmt(session_id: str) -> Stmt:
     return (f"SELECT run_seq FROM {S}.sessions WHERE id = :s FOR UPDATE", {"s": session_id})
 
 
-def add_usage_stmt(session_id: str, usage: Usage) -> Stmt:
+def count_running_turn_stmt(session_id: str, run_seq: int, usage: Usage) -> Stmt:
+    """``lock_running_stmt`` that also counts the turn and its usage on the row, in one
+    update (migration 0021): a model turn's fence."""
     return (
-        f"UPDATE {S}.sessions SET turns = turns + 1, input_tokens = input_tokens + :i,"
-        " output_tokens = output_tokens + :o, cost_usd = cost_usd + :c, updated_at = now()"
-        " WHERE id = :s",
-        {"s": session_id, "i": usage.input_tokens, "o": usage.output_tokens, "c": usage.cost_usd},
+        f"SELECT {S}.count_running_turn(:s, CAST(:r AS bigint), CAST(:i AS bigint),"
+        " CAST(:o AS bigint), CAST(:c AS numeric))",
+        {
+            "s": session_id,
+            "r": run_seq,
+            "i": usage.input_tokens,
+            "o": usage.output_tokens,
+            "c": usage.cost_usd,
+        },
     )
 
 

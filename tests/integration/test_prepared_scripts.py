@@ -1,0 +1,116 @@
+"""A script's recurring statements run as ``EXECUTE``s of plans the session keeps
+(``store/prepared``): planned once per connection, prepared again when the session lost
+them, and texts that vary never fill a connection with plans."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from dbos_agents.store import pg, prepared
+from dbos_agents.store.db import sqlalchemy_url
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+TABLE = "prepared_script_probe"
+INSERT = f"INSERT INTO {TABLE} (k, n, note) VALUES (:k, CAST(:n AS int) + 1, :k || '%')"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def engine(integration_database_url: str) -> AsyncIterator[AsyncEngine]:
+    e = create_async_engine(sqlalchemy_url(integration_database_url), pool_size=1)
+    pg.keep_on(asyncio.get_running_loop())
+    async with pg.driver(e) as raw:
+        await raw.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (k text, n int, note text)")
+    yield e
+    await pg.close_idle(e)
+    await e.dispose()
+
+
+async def _held(engine: AsyncEngine) -> dict[str, tuple[int, int]]:
+    """This connection's prepared statements of ours: name -> (generic, custom) plans."""
+    async with pg.driver(engine) as raw:
+        rows = await pg.fetch(
+            raw,
+            (
+                "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE name LIKE 'dbos_agents_%'",
+                {},
+            ),
+        )
+    return {r.name: (int(r.generic_plans), int(r.custom_plans)) for r in rows}
+
+
+async def _count(engine: AsyncEngine, k: str) -> int:
+    async with pg.driver(engine) as raw:
+        ((n,),) = await pg.fetch(raw, (f"SELECT count(*) FROM {TABLE} WHERE k = :k", {"k": k}))
+    return int(n)
+
+
+async def test_a_recurring_statement_is_planned_once_and_runs_as_written(
+    engine: AsyncEngine,
+) -> None:
+    k = uuid.uuid4().hex
+    for i in range(8):
+        await pg.script(engine, [(INSERT, {"k": k, "n": i})])
+    name = prepared.named(INSERT).name
+    generic, custom = (await _held(engine))[name]
+    assert generic >= 1 and custom <= 5  # Postgres settled on one plan and keeps it
+    async with pg.driver(engine) as raw:
+        rows = await pg.fetch(
+            raw, (f"SELECT n, note FROM {TABLE} WHERE k = :k ORDER BY n", {"k": k})
+        )
+    assert [(r.n, r.note) for r in rows] == [(i + 1, f"{k}%") for i in range(8)]
+
+
+async def test_a_session_that_lost_its_statements_prepares_them_again(
+    engine: AsyncEngine,
+) -> None:
+    k = uuid.uuid4().hex
+    for i in range(3):
+        await pg.script(engine, [(INSERT, {"k": k, "n": i})])
+    assert prepared.named(INSERT).name in await _held(engine)
+    async with pg.driver(engine) as raw:
+        await raw.execute("DEALLOCATE ALL")
+    await pg.script(engine, [(INSERT, {"k": k, "n": 9})])
+    assert await _count(engine, k) == 4  # written once: the failed EXECUTE changed nothing
+    assert prepared.named(INSERT).name in await _held(engine)
+
+
+async def test_a_failing_statement_fails_the_whole_script(engine: AsyncEngine) -> None:
+    k = uuid.uuid4().hex
+    for _ in range(2):
+        with pytest.raises(Exception, match="invalid input syntax"):
+            await pg.script(
+                engine, [(INSERT, {"k": k, "n": 1}), (INSERT, {"k": k, "n": "not a number"})]
+            )
+    assert await _count(engine, k) == 0
+
+
+async def test_texts_that_vary_are_not_kept(engine: AsyncEngine) -> None:
+    before = set(await _held(engine))
+    k = uuid.uuid4().hex
+    for i in range(prepared.PER_CONNECTION + 20):
+        varying = f"INSERT INTO {TABLE} (k, n) VALUES (:k, {i})"
+        await pg.script(engine, [(varying, {"k": k})])
+    held = set(await _held(engine)) - before
+    assert not held  # each text was seen once: none was prepared
+    assert await _count(engine, k) == prepared.PER_CONNECTION + 20
+
+
+async def test_a_transaction_whose_statements_were_lost_runs_once(engine: AsyncEngine) -> None:
+    k = uuid.uuid4().hex
+    script = [("BEGIN", {}), (INSERT, {"k": k, "n": 1}), ("COMMIT", {}), ("SELECT 7 AS x", {})]
+    for _ in range(3):
+        async with pg.driver(engine) as raw:
+            await pg.script_rows(raw, script)
+    async with pg.driver(engine) as raw:
+        await raw.execute("DEALLOCATE ALL")
+        out = await pg.script_rows(raw, script)
+        assert out[-1][0].x == 7 and raw.autocommit
+    assert await _count(engine, k) == 4
