@@ -358,13 +358,8 @@ def count_running_turn_stmt(session_id: str, run_seq: int, usage: Usage) -> Stmt
     return (
         f"SELECT {S}.count_running_turn(:s, CAST(:r AS bigint), CAST(:i AS bigint),"
         " CAST(:o AS bigint), CAST(:c AS numeric))",
-        {
-            "s": session_id,
-            "r": run_seq,
-            "i": usage.input_tokens,
-            "o": usage.output_tokens,
-            "c": usage.cost_usd,
-        },
+        {"s": session_id, "r": run_seq, "i": usage.input_tokens, "o": usage.output_tokens}
+        | {"c": usage.cost_usd},
     )
 
 
