@@ -13,7 +13,9 @@ microseconds and runs with the plan it kept.
 Statement texts that vary with their data (a multi-row ``VALUES``) would fill a
 connection with plans used once, so a text is prepared only once it has been seen twice
 in this process, and a connection holds at most ``PER_CONNECTION`` of them; anything else
-runs as written. A connection whose prepared statements are gone (psycopg sends ``DEALLOCATE ALL`` with
+runs as written. So does a statement Postgres will not prepare (a parameter whose type
+only the client knows), and nothing is prepared inside a caller's transaction. A
+connection whose prepared statements are gone (psycopg sends ``DEALLOCATE ALL`` with
 every ``ROLLBACK`` it runs, as the pool's reset does; a pooler that resets sessions) fails
 its first ``EXECUTE`` (``26000``) before anything ran, and the script is sent again.
 """
@@ -41,6 +43,8 @@ _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 _PLANNED = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
 """Statements ``PREPARE`` takes (``BEGIN``, ``COMMIT`` and the like run as written)."""
 _seen: Counter[str] = Counter()
+_refused: set[str] = set()
+"""Texts Postgres would not prepare; they run as written."""
 _known: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], set[str]]
 _known = weakref.WeakKeyDictionary()
 
@@ -80,6 +84,27 @@ def forget(pg: psycopg.AsyncConnection[Any], exc: BaseException) -> bool:
     return True
 
 
+async def _prepare(pg: psycopg.AsyncConnection[Any], sql: str, n: Named, known: set[str]) -> bool:
+    """``PREPARE`` ``sql`` on ``pg`` if it is worth it and safe: only between transactions
+    (a refusal must not abort a caller's), and never again once Postgres refused it (a
+    parameter whose type only the client knows)."""
+    if (
+        _seen[sql] < 2
+        or sql in _refused
+        or len(known) >= PER_CONNECTION
+        or not _PLANNED.match(sql)
+        or pg.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+    ):
+        return False
+    try:
+        await pg.execute(n.prepare)
+    except psycopg.DatabaseError:
+        _refused.add(sql)
+        return False
+    known.add(n.name)
+    return True
+
+
 async def query(
     pg: psycopg.AsyncConnection[Any],
     cur: psycopg.AsyncClientCursor[Any],
@@ -92,15 +117,13 @@ async def query(
     parts = []
     if len(_seen) > SEEN_TEXTS:
         _seen.clear()
+        _refused.clear()
     for sql, params in stmts:
         _seen[sql] += 1
         n = named(sql)
-        if n.name not in known:
-            if _seen[sql] < 2 or len(known) >= PER_CONNECTION or not _PLANNED.match(sql):
-                parts.append(plain(sql, params))
-                continue
-            await pg.execute(n.prepare)
-            known.add(n.name)
+        if n.name not in known and not await _prepare(pg, sql, n, known):
+            parts.append(plain(sql, params))
+            continue
         args = ", ".join(["%s"] * len(n.params))
         execute = f"EXECUTE {n.name}({args})" if n.params else f"EXECUTE {n.name}"
         parts.append(cur.mogrify(execute, [params[k] for k in n.params]))

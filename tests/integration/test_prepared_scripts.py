@@ -114,3 +114,24 @@ async def test_a_transaction_whose_statements_were_lost_runs_once(engine: AsyncE
         out = await pg.script_rows(raw, script)
         assert out[-1][0].x == 7 and raw.autocommit
     assert await _count(engine, k) == 4
+
+
+async def test_a_statement_postgres_cannot_prepare_runs_as_written(engine: AsyncEngine) -> None:
+    untyped = "SELECT :x IS NULL AS v"  # PREPARE: could not determine data type of $1
+    for x in (None, "a", None, "b"):
+        async with pg.driver(engine) as raw:
+            ((row,),) = await pg.script_rows(raw, [(untyped, {"x": x})])
+            assert row.v is (x is None) and raw.autocommit
+    assert prepared.named(untyped).name not in await _held(engine)
+
+
+async def test_nothing_is_prepared_inside_a_callers_transaction(engine: AsyncEngine) -> None:
+    k = uuid.uuid4().hex
+    stmt = f"SELECT count(*) AS n FROM {TABLE} WHERE k = :k AND n > -1"
+    async with pg.driver(engine) as raw:
+        await raw.execute("BEGIN")
+        for _ in range(3):
+            ((row,),) = await pg.script_rows(raw, [(stmt, {"k": k})])
+            assert row.n == 0
+        await raw.execute("ROLLBACK")
+    assert prepared.named(stmt).name not in await _held(engine)
