@@ -28,7 +28,7 @@ async def test_each_agent_s_turns_go_to_its_own_model(
                 "SELECT s.agent, u.model, (SELECT count(*) FROM dbos_agents.deltas d"
                 " WHERE d.session_id = u.session_id AND d.turn = u.turn) AS pieces"
                 " FROM dbos_agents.usage u JOIN dbos_agents.sessions s ON s.id = u.session_id"
-                " WHERE s.root_session_id = :s ORDER BY u.id"
+                " WHERE s.root_session_id = :s ORDER BY u.created_at"
             ),
             {"s": sid},
         ).all()
