@@ -39,8 +39,6 @@ from .schema import SCHEMA as S
 _COPIED = ("messages", "tool_calls", "usage", "runs", "session_states")
 """Tables a fork copies rows of; every column is copied (``_columns``), so a column a later
 migration adds is copied too."""
-_NOT_COPIED: dict[str, set[str]] = {}
-"""Columns the copy leaves to their defaults (serial ids: none since migration 0021)."""
 
 
 @dataclass(frozen=True)
@@ -115,10 +113,9 @@ def _columns(conn: sa.Connection) -> dict[str, list[str]]:
 
 def _copy_stmt(table: str, columns: list[str], where: str) -> str:
     """Copy the source session's rows of ``table`` matching ``where`` under ``:new``."""
-    cols = [c for c in columns if c not in _NOT_COPIED.get(table, set())]
-    values = [":new" if c == "session_id" else c for c in cols]
+    values = [":new" if c == "session_id" else c for c in columns]
     return (
-        f"INSERT INTO {S}.{table} ({', '.join(cols)}) SELECT {', '.join(values)}"
+        f"INSERT INTO {S}.{table} ({', '.join(columns)}) SELECT {', '.join(values)}"
         f" FROM {S}.{table} WHERE session_id = :s AND {where}"
     )
 

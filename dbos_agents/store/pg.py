@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -35,13 +34,11 @@ Db = AsyncSession | AsyncConnection
 
 Driver = psycopg.AsyncConnection[Any]
 
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
-
 
 @functools.lru_cache(maxsize=512)
 def psycopg_sql(sql: str) -> str:
     """``:name`` -> ``%(name)s`` (``::`` casts and literal ``%`` are left meaning the same)."""
-    return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
+    return prepared.PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
 
 
 async def execute(db: Db, stmt: Stmt) -> sa.Result[Any]:

@@ -39,7 +39,8 @@ PER_CONNECTION = 100
 SEEN_TEXTS = 4096
 """Texts counted at most before the count starts over (texts that vary never repeat)."""
 
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+"""A ``:name`` parameter of SQLAlchemy's style (not a ``::`` cast); ``pg.psycopg_sql`` too."""
 _PLANNED = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
 """Statements ``PREPARE`` takes (``BEGIN``, ``COMMIT`` and the like run as written)."""
 _seen: Counter[str] = Counter()
@@ -70,7 +71,7 @@ def named(sql: str) -> Named:
             order.append(m.group(1))
         return f"${order.index(m.group(1)) + 1}"
 
-    body = _PARAM.sub(positional, sql)
+    body = PARAM.sub(positional, sql)
     name = "dbos_agents_" + hashlib.sha1(sql.encode()).hexdigest()[:20]
     return Named(name, f"PREPARE {name} AS {body}", tuple(order))
 
@@ -85,12 +86,11 @@ def forget(pg: psycopg.AsyncConnection[Any], exc: BaseException) -> bool:
 
 
 async def _prepare(pg: psycopg.AsyncConnection[Any], sql: str, n: Named, known: set[str]) -> bool:
-    """``PREPARE`` ``sql`` on ``pg`` if it is worth it and safe: only between transactions
+    """``PREPARE`` ``sql`` (seen before) on ``pg`` if safe: only between transactions
     (a refusal must not abort a caller's), and never again once Postgres refused it (a
     parameter whose type only the client knows)."""
     if (
-        _seen[sql] < 2
-        or sql in _refused
+        sql in _refused
         or len(known) >= PER_CONNECTION
         or not _PLANNED.match(sql)
         or pg.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
@@ -120,6 +120,9 @@ async def query(
         _refused.clear()
     for sql, params in stmts:
         _seen[sql] += 1
+        if _seen[sql] < 2:  # a text seen once may never recur: no hash, no cache entry
+            parts.append(plain(sql, params))
+            continue
         n = named(sql)
         if n.name not in known and not await _prepare(pg, sql, n, known):
             parts.append(plain(sql, params))
