@@ -26,7 +26,6 @@ from _lib.labels import CONCURRENCY_SYSTEMS
 from _lib.pgwatch import (
     PEERS_PYTHON,
     STATS_IDLE_FLUSH_SEC,
-    SYSTEMS,
     admin_engine,
     run_window,
     statements_unavailable,
@@ -182,7 +181,9 @@ def main() -> None:
     p.add_argument("--model-ms", type=float_list, default=[50.0, 1000.0], help="L, a list")
     p.add_argument("--turns", type=int, default=10, help="tool-calling turns per session")
     p.add_argument("--rounds", type=int, default=2, help="alternated rounds")
-    p.add_argument("--systems", default=",".join(SYSTEMS), help="ours,langgraph,pydantic_ai")
+    p.add_argument(
+        "--systems", default=",".join(CONCURRENCY_SYSTEMS), help="ours,langgraph,pydantic_ai"
+    )
     p.add_argument(
         "--settle",
         type=float,
@@ -193,8 +194,9 @@ def main() -> None:
     p.add_argument("--json", action="store_true", help="report on stderr, one JSON object")
     args = p.parse_args()
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    if unknown := set(args.systems) - set(SYSTEMS):
-        p.error(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
+    if unknown := set(args.systems) - set(CONCURRENCY_SYSTEMS):
+        known = ", ".join(CONCURRENCY_SYSTEMS)
+        p.error(f"unknown systems {sorted(unknown)}; known: {known}")
     if min([*args.sessions, args.turns, args.rounds]) < 1 or args.settle <= 0:
         p.error("sessions, turns and rounds must be at least 1, --settle above 0")
     if any(s != "ours" for s in args.systems) and not PEERS_PYTHON.exists():
