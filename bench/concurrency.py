@@ -181,9 +181,7 @@ def main() -> None:
     p.add_argument("--model-ms", type=float_list, default=[50.0, 1000.0], help="L, a list")
     p.add_argument("--turns", type=int, default=10, help="tool-calling turns per session")
     p.add_argument("--rounds", type=int, default=2, help="alternated rounds")
-    p.add_argument(
-        "--systems", default=",".join(CONCURRENCY_SYSTEMS), help="ours,langgraph,pydantic_ai"
-    )
+    p.add_argument("--systems", default="ours,langgraph,pydantic_ai", help="and ours_streamed")
     p.add_argument(
         "--settle",
         type=float,

@@ -39,6 +39,7 @@ CONCURRENCY_SYSTEMS = {
     "ours": "dbos-agents (runtime.start -> result(), in the worker)",
     "langgraph": "LangGraph + AsyncPostgresSaver (default durability, pool of 20)",
     "pydantic_ai": "Pydantic AI + DBOS (capability, tool as step)",
+    "ours_streamed": "dbos-agents, replies streamed to readers in 8-character pieces",
 }
 
 # the per-turn Postgres figures (bench/_lib/pgwatch.py's window) the per-turn rows carry
