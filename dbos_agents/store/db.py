@@ -11,6 +11,13 @@ from sqlalchemy.engine import URL, make_url
 
 from ..errors import ConfigurationError, DatabaseUnavailableError
 
+PREPARED = {"prepare_threshold": 1}
+"""psycopg's connection argument on every engine a worker or client opens. A run's
+statements (a start's inserts and claim, DBOS's completion of its ``workflow_status`` row,
+a step's checkpoint) recur on every run but rarely on any one pooled connection, so
+psycopg's default (prepared from a text's sixth run on a connection) left most of them
+parsed and planned at every call; they are prepared from their second."""
+
 
 def parse_url(url: str) -> URL:
     """Parse and normalize to the psycopg 3 driver; raises ``ConfigurationError``."""
@@ -57,7 +64,7 @@ def create_sync_engine(
         pool_size=pool_size,
         max_overflow=pool_size * 2 if max_overflow is None else max_overflow,
         pool_pre_ping=True,
-        connect_args={"connect_timeout": max(1, int(connect_timeout))},
+        connect_args={"connect_timeout": max(1, int(connect_timeout)), **PREPARED},
     )
 
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 from dbos import AsyncSQLAlchemyDatasource, DBOSConfig
 
 from ..settings import Settings
-from ..store.db import sqlalchemy_url
+from ..store.db import PREPARED, sqlalchemy_url
 from ..store.migrate import SCHEMA
+
+SYSTEM_APPLICATION_NAME = {"application_name": "dbos_transact"}
+"""DBOS's own name for its system-database connections, which our arguments replace."""
 
 
 def dbos_config(s: Settings, url: str, executor_id: str) -> DBOSConfig:
@@ -25,7 +28,10 @@ def dbos_config(s: Settings, url: str, executor_id: str) -> DBOSConfig:
         # connection out: about a fifth of a resumed turn's round trips. A connection
         # that died with the server fails its statement instead, which invalidates the
         # pool and is retried (DBOS's ``db_retry``), as the datasource below does.
-        "db_engine_kwargs": {"pool_pre_ping": False},
+        "db_engine_kwargs": {
+            "pool_pre_ping": False,
+            "connect_args": {**PREPARED, **SYSTEM_APPLICATION_NAME},
+        },
     }
     return config
 
@@ -45,5 +51,6 @@ async def datasource(s: Settings, url: str) -> AsyncSQLAlchemyDatasource:
             # connection that died with the server fails its statement, is invalidated
             # and the write retried (``calls.retry_transient``, DBOS's own retries).
             "pool_pre_ping": False,
+            "connect_args": dict(PREPARED),
         },
     )

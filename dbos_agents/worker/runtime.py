@@ -142,8 +142,11 @@ class AgentRuntime:
         await asyncio.to_thread(ensure_database, url, connect_timeout=s.connect_timeout_sec)
         engine = create_sync_engine(
             url,
-            pool_size=SYNC_POOL_SIZE,
-            max_overflow=SYNC_MAX_OVERFLOW,  # the figures Settings.max_database_connections counts
+            # Every connection the bound allows (Settings.max_database_connections counts
+            # it) is kept once opened, as the datasource's: concurrent starts otherwise
+            # close overflow connections on return and open new backends for the next.
+            pool_size=SYNC_POOL_SIZE + SYNC_MAX_OVERFLOW,
+            max_overflow=0,
             connect_timeout=s.connect_timeout_sec,
         )
         await asyncio.to_thread(migrate, engine)

@@ -10,10 +10,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from dbos_agents import AgentRuntime
+from dbos_agents._dbos import internals as _dbos_internals
+from dbos_agents.loop.context import get_context
 from dbos_agents.store import pg, prepared
-from dbos_agents.store.db import sqlalchemy_url
+from dbos_agents.store.db import create_sync_engine, sqlalchemy_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -135,3 +139,52 @@ async def test_nothing_is_prepared_inside_a_callers_transaction(engine: AsyncEng
             assert row.n == 0
         await raw.execute("ROLLBACK")
     assert prepared.named(stmt).name not in await _held(engine)
+
+
+# The statements DBOS and SQLAlchemy send through the driver (a workflow's claim and
+# completion, a step's checkpoint): a connection plans each once, from its second run.
+
+_PARAMETERIZED = "SELECT CAST(:x AS int) + 41 AS answer"
+_DRIVER_PREPARED = (
+    "SELECT count(*) FROM pg_prepared_statements"
+    " WHERE name LIKE '\\_pg3\\_%' AND statement LIKE '%+ 41 AS answer%'"
+)
+
+
+async def test_the_system_databases_statements_are_prepared_from_their_second_run(
+    runtime: AgentRuntime,
+) -> None:
+    def run_twice() -> int:
+        with _dbos_internals._system_database().engine.connect() as c:
+            for _ in range(2):
+                assert c.execute(sa.text(_PARAMETERIZED), {"x": 1}).scalar_one() == 42
+            return int(c.execute(sa.text(_DRIVER_PREPARED)).scalar_one())
+
+    assert await asyncio.to_thread(run_twice) == 1
+
+
+async def test_a_sync_engines_statements_are_prepared_from_their_second_run(
+    integration_database_url: str,
+) -> None:
+    """The runtime's engine (a start's transaction) and the clients'."""
+
+    def run_twice() -> int:
+        engine = create_sync_engine(integration_database_url, pool_size=1)
+        try:
+            with engine.connect() as c:
+                for _ in range(2):
+                    assert c.execute(sa.text(_PARAMETERIZED), {"x": 1}).scalar_one() == 42
+                return int(c.execute(sa.text(_DRIVER_PREPARED)).scalar_one())
+        finally:
+            engine.dispose()
+
+    assert await asyncio.to_thread(run_twice) == 1
+
+
+async def test_the_datasources_statements_are_prepared_from_their_second_run(
+    runtime: AgentRuntime,
+) -> None:
+    async with get_context().ledger.ds.engine.connect() as c:
+        for _ in range(2):
+            assert (await c.execute(sa.text(_PARAMETERIZED), {"x": 1})).scalar_one() == 42
+        assert (await c.execute(sa.text(_DRIVER_PREPARED))).scalar_one() == 1
