@@ -12,7 +12,8 @@ from sqlalchemy.engine import URL, make_url
 from ..errors import ConfigurationError, DatabaseUnavailableError
 
 PREPARED = {"prepare_threshold": 1}
-"""psycopg's connection argument on every engine a worker or client opens. A run's
+"""psycopg's connection argument on DBOS's system engine, the datasource and our sync
+engines (not the pools ``DBOSClient`` builds itself). A run's
 statements (a start's inserts and claim, DBOS's completion of its ``workflow_status`` row,
 a step's checkpoint) recur on every run but rarely on any one pooled connection, so
 psycopg's default (prepared from a text's sixth run on a connection) left most of them

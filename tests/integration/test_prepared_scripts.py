@@ -151,14 +151,20 @@ _DRIVER_PREPARED = (
 )
 
 
+def _prepared_after_two_runs(c: sa.Connection) -> int:
+    """Run the parameterized statement twice on ``c``; how many driver-prepared copies of
+    it the connection then holds."""
+    for _ in range(2):
+        assert c.execute(sa.text(_PARAMETERIZED), {"x": 1}).scalar_one() == 42
+    return int(c.execute(sa.text(_DRIVER_PREPARED)).scalar_one())
+
+
 async def test_the_system_databases_statements_are_prepared_from_their_second_run(
     runtime: AgentRuntime,
 ) -> None:
     def run_twice() -> int:
         with _dbos_internals._system_database().engine.connect() as c:
-            for _ in range(2):
-                assert c.execute(sa.text(_PARAMETERIZED), {"x": 1}).scalar_one() == 42
-            return int(c.execute(sa.text(_DRIVER_PREPARED)).scalar_one())
+            return _prepared_after_two_runs(c)
 
     assert await asyncio.to_thread(run_twice) == 1
 
@@ -172,9 +178,7 @@ async def test_a_sync_engines_statements_are_prepared_from_their_second_run(
         engine = create_sync_engine(integration_database_url, pool_size=1)
         try:
             with engine.connect() as c:
-                for _ in range(2):
-                    assert c.execute(sa.text(_PARAMETERIZED), {"x": 1}).scalar_one() == 42
-                return int(c.execute(sa.text(_DRIVER_PREPARED)).scalar_one())
+                return _prepared_after_two_runs(c)
         finally:
             engine.dispose()
 
